@@ -1,0 +1,12 @@
+#pragma once
+// Entry points of the subcommands; each lives in its own experiments/cmd_*.cpp.
+
+#include "core/cli.hpp"
+
+namespace moefin::cmd {
+
+int info(cli::Args const& args);
+int demo(cli::Args const& args);
+int show(cli::Args const& args);
+
+} // namespace moefin::cmd

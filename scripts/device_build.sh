@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Run ON THE GPU MACHINE (bare image, no registry): unpacks the carried .deps/debs into the prefix
+# .deps/prefix (dpkg -x, never into /), then configures and builds moefin for sm_90 into
+# build-device. Prints the environment line to source before running the binary.
+#   device call:  scripts/device_build.sh && <your commands>      (carry: .deps)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+prefix=$PWD/.deps/prefix
+if [[ ! -f $prefix/.unpacked ]]; then
+  mkdir -p "$prefix"
+  for deb in .deps/debs/*.deb; do dpkg -x "$deb" "$prefix"; done
+  touch "$prefix/.unpacked"
+fi
+export LD_LIBRARY_PATH=$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+build=${MOEFIN_BUILD_DIR:-build-device}
+if [[ ! -f $build/CMakeCache.txt ]]; then
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_PREFIX_PATH="$prefix/usr" \
+    -DCMAKE_CUDA_ARCHITECTURES="${MOEFIN_CUDA_ARCHS:-90}" \
+    -DCMAKE_POLICY_VERSION_MINIMUM=3.5 \
+    -DCMAKE_BUILD_RPATH="$prefix/usr/lib/x86_64-linux-gnu" \
+    ${MOEFIN_CMAKE_ARGS:-} > "$build.configure.log" 2>&1 || { cat "$build.configure.log"; exit 1; }
+fi
+cmake --build "$build" -j"$(nproc)" > "$build.build.log" 2>&1 || { tail -60 "$build.build.log"; exit 1; }
+echo "device_build: built $build/moefin"

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs what moefin needs on a fresh Debian machine and is quick when everything is there:
+# the Debian packages (compilers' libraries: Kokkos, HDF5, Boost, nlohmann-json) and the Python
+# virtual environment .venv for analysis/ from the pinned requirements.txt.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(cmake g++ make libtrilinos-kokkos-dev libhdf5-dev hdf5-tools
+          libboost-program-options-dev libboost-test-dev nlohmann-json3-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  sudo=""
+  if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
+  echo "setup: installing Debian packages: ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Python environment, rebuilt only when requirements.txt changes.
+stamp=.venv/.moefin-requirements
+want=$(sha256sum requirements.txt | cut -d' ' -f1)
+if [[ ! -x .venv/bin/python || ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
+  echo "setup: creating the Python environment .venv"
+  python3 -m venv .venv
+  .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt
+  echo "$want" > "$stamp"
+fi
+# analysis/ is installed in place: the repository root goes on the environment's path.
+site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+echo "$PWD" > "$site/moefin-analysis.pth"

@@ -1,0 +1,26 @@
+"""Shared fixtures: the moefin binary the C++ build produced."""
+import os
+import pathlib
+import subprocess
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def moefin():
+    """Path of the moefin binary (MOEFIN_BINARY, else build/moefin); fails if it is missing."""
+    path = pathlib.Path(os.environ.get("MOEFIN_BINARY", ROOT / "build" / "moefin"))
+    if not path.is_file():
+        pytest.fail(f"moefin binary not found at {path}: run scripts/build.sh first")
+    return path
+
+
+def run(binary, *args, check=True):
+    """Runs moefin with args; returns the CompletedProcess (text output)."""
+    proc = subprocess.run([str(binary), *map(str, args)], capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"moefin {' '.join(map(str, args))} exited {proc.returncode}:\n"
+                             f"{proc.stdout}\n{proc.stderr}")
+    return proc

@@ -1,0 +1,165 @@
+#define BOOST_TEST_MODULE cli
+#include <boost/test/unit_test.hpp>
+
+#include "core/cli.hpp"
+#include "core/h5store.hpp"
+
+#include <hdf5.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Result {
+  int status = -1;
+  std::string out; // stdout and stderr together
+};
+
+/// Runs the moefin binary with `args` (shell words), capturing its output and exit status.
+Result run(std::string const& args) {
+  std::string const cmd = std::string(MOEFIN_BINARY) + " " + args + " 2>&1";
+  Result r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  BOOST_REQUIRE(p != nullptr);
+  std::array<char, 4096> buf{};
+  std::size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0)
+    r.out.append(buf.data(), n);
+  int const st = ::pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return r;
+}
+
+bool contains(std::string const& s, std::string const& sub) {
+  return s.find(sub) != std::string::npos;
+}
+
+int lines(std::string const& s) {
+  int n = 0;
+  for (char c : s)
+    n += c == '\n';
+  return n;
+}
+
+fs::path temp_dir() {
+  fs::path p = fs::temp_directory_path() / ("moefin_cli_" + std::to_string(::getpid()));
+  fs::create_directories(p);
+  return p;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(help_lists_every_command_and_exits_zero) {
+  auto const r = run("--help");
+  BOOST_TEST(r.status == 0);
+  for (auto const& c : moefin::cli::commands())
+    BOOST_TEST(contains(r.out, c.name), "--help lists " << c.name);
+  for (auto const& c : moefin::cli::commands()) {
+    auto const h = run(c.name + " --help");
+    BOOST_TEST(h.status == 0, c.name << " --help: " << h.out);
+    BOOST_TEST(contains(h.out, "usage: moefin " + c.name), h.out);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(version_names_the_commit) {
+  auto const r = run("--version");
+  BOOST_TEST(r.status == 0);
+  BOOST_TEST(contains(r.out, "moefin 0."), r.out);
+}
+
+BOOST_AUTO_TEST_CASE(info_reports_build_and_gpu_or_its_absence) {
+  auto const r = run("info");
+  BOOST_TEST(r.status == 0, r.out);
+  for (char const* s : {"git commit", "C++ compiler", "CUDA", "Kokkos", "backend", "HDF5"})
+    BOOST_TEST(contains(r.out, s), "info prints " << s << ":\n" << r.out);
+  BOOST_TEST((contains(r.out, "GPU: no CUDA device") || contains(r.out, "compute capability")),
+             r.out);
+}
+
+BOOST_AUTO_TEST_CASE(unknown_command_or_option_is_a_usage_error) {
+  auto const a = run("frobnicate");
+  BOOST_TEST(a.status == 2);
+  BOOST_TEST(contains(a.out, "unknown command 'frobnicate'"), a.out);
+  BOOST_TEST(contains(a.out, "usage: moefin"), a.out);
+
+  auto const b = run("info --no-such-flag");
+  BOOST_TEST(b.status == 2);
+  BOOST_TEST(contains(b.out, "no-such-flag"), b.out);
+  BOOST_TEST(contains(b.out, "usage: moefin info"), b.out);
+
+  auto const c = run("");
+  BOOST_TEST(c.status == 2);
+
+  auto const d = run("demo --rounds notanumber");
+  BOOST_TEST(d.status == 2);
+  BOOST_TEST(contains(d.out, "rounds"), d.out);
+}
+
+BOOST_AUTO_TEST_CASE(out_of_range_value_names_flag_value_and_range_in_one_line) {
+  auto const r = run("demo --rounds -4");
+  BOOST_TEST(r.status == 2);
+  BOOST_TEST(contains(r.out, "--rounds"), r.out);
+  BOOST_TEST(contains(r.out, "-4"), r.out);
+  BOOST_TEST(contains(r.out, "[3, 1000]"), r.out);
+  BOOST_TEST(lines(r.out) == 1, r.out);
+}
+
+BOOST_AUTO_TEST_CASE(range_helpers_throw_input_errors) {
+  using namespace moefin;
+  BOOST_CHECK_THROW(cli::check_range("--top-k", 0, 1, 64), InputError);
+  BOOST_CHECK_NO_THROW(cli::check_range("--top-k", 64, 1, 64));
+  BOOST_CHECK_THROW(cli::check_multiple("--hidden", 1000 + 4, 8), InputError);
+  BOOST_CHECK_NO_THROW(cli::check_multiple("--hidden", 2880, 8));
+  BOOST_TEST(cli::parse_int_list("--tokens", "1,2,8-10", 1, 16) ==
+                 (std::vector<std::int64_t>{1, 2, 8, 9, 10}),
+             boost::test_tools::per_element());
+  BOOST_CHECK_THROW(cli::parse_int_list("--tokens", "1,-2", 1, 16), InputError);
+  BOOST_CHECK_THROW(cli::parse_int_list("--tokens", "1,x", 1, 16), InputError);
+  BOOST_CHECK_THROW(cli::check_choice("--weights", "fp16", {"bf16", "fp32"}), InputError);
+}
+
+BOOST_AUTO_TEST_CASE(unreadable_or_foreign_file_is_one_line_exit_one) {
+  fs::path const dir = temp_dir();
+  std::string const missing = (dir / "missing.h5").string();
+  auto const a = run("show " + missing);
+  BOOST_TEST(a.status == 1, a.out);
+  BOOST_TEST(contains(a.out, missing), a.out);
+  BOOST_TEST(lines(a.out) == 1, a.out);
+
+  std::string const foreign = (dir / "foreign.h5").string();
+  H5Fclose(H5Fcreate(foreign.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+  auto const b = run("show " + foreign);
+  BOOST_TEST(b.status == 1, b.out);
+  BOOST_TEST(contains(b.out, foreign + ": not a moefin result file"), b.out);
+  BOOST_TEST(lines(b.out) == 1, b.out);
+
+  std::string const text = (dir / "notes.txt").string();
+  std::ofstream(text) << "hello\n";
+  auto const c = run("show " + text);
+  BOOST_TEST(c.status == 1, c.out);
+  BOOST_TEST(contains(c.out, "not an HDF5 file"), c.out);
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(demo_writes_a_readable_result_file) {
+  fs::path const dir = temp_dir() / "demo";
+  auto const r = run("demo --rounds 3 --out-dir " + dir.string());
+  BOOST_TEST(r.status == 0, r.out);
+  std::string const file = (dir / "host_copy.h5").string();
+  auto const s = run("show " + file);
+  BOOST_TEST(s.status == 0, s.out);
+  BOOST_TEST(contains(s.out, "/host_copy (table): 4 rows"), s.out);
+  auto const csv = run("show " + file + " --table host_copy");
+  BOOST_TEST(csv.status == 0);
+  BOOST_TEST(lines(csv.out) == 5, csv.out);
+  fs::remove_all(dir.parent_path());
+}
