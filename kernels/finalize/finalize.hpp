@@ -1,0 +1,56 @@
+#pragma once
+// finalize::run — the public host call of the finalize operation (one dispatcher, several
+// CUDA variants; DESIGN.md section 2). Host-visible header: no CUDA includes.
+
+#include "kernels/common/pdl_knobs.hpp"
+#include "kernels/finalize/finalize_params.hpp"
+
+struct CUstream_st;
+
+namespace moefin::finalize {
+
+using Stream = CUstream_st*; // cudaStream_t
+
+enum class Variant : std::int32_t {
+  kAuto = 0,    // the dispatch rule below
+  kScalar,      // previous small-batch kernel (baseline of every ratio)
+  kVecload,     // large-batch kernel: one CTA per token, 128-bit loads
+  kSmallBatch,  // the seed's kernel: CTA per (token, hidden slice), top-K split over blockDim.y
+  kDeepseekFp8, // block-scale variant (FP8 E4M3 output with per-(token, 128-column) scales)
+};
+
+char const* variant_name(Variant v); // "scalar", "vecload", "small_batch", "deepseek_fp8", "auto"
+
+/// CTA budget of the dispatch rule: the seed hard-codes 1184 (148 SMs x 8).
+constexpr int kPublishedCtaBudget = 1184;
+
+struct Options {
+  Variant variant = Variant::kAuto;
+  int cta_budget = kPublishedCtaBudget; // or SMs x 8 of the device (device_cta_budget())
+  bool deepseek_fp8 = false;            // select the FP8 block-scale path under kAuto
+
+  // small_batch ablation switches (the seed: all true).
+  bool split_topk = true;           // false: the whole top-K in one thread group
+  bool metadata_before_wait = true; // indices and weights read before the grid-dependency wait
+
+  // PDL knobs. Trigger::kDefault = the variant's own placement (small_batch: entry; others: exit).
+  PdlKnobs pdl;
+
+  // Race study: when set, the kernel copies the permuted indices it read before its wait here
+  // ([num_tokens * top_k], device), so the host can compare them with what routing wrote.
+  std::int32_t* pre_wait_snapshot = nullptr;
+};
+
+/// The seed's selection rule: deepseek when asked; else scalar when
+/// ceil(H/256) * min(8192, T) < budget and not small_batch-eligible; small_batch when
+/// ceil(H/256) * T < budget, the row is 128-bit aligned and 4 < K <= 64; vecload otherwise.
+Variant select(FinalizeParams const& p, Options const& o);
+
+/// SMs x 8 of the current device.
+int device_cta_budget();
+
+/// Checks shapes (throws InputError naming what is unsupported), selects, launches on `stream`
+/// with cudaLaunchKernelEx and checks the launch. Capturable in a CUDA graph.
+void run(FinalizeParams const& p, Options const& o, Stream stream);
+
+} // namespace moefin::finalize
