@@ -28,6 +28,7 @@ struct Options {
   Variant variant = Variant::kAuto;
   int cta_budget = kPublishedCtaBudget; // or SMs x 8 of the device (device_cta_budget())
   bool deepseek_fp8 = false;            // select the FP8 block-scale path under kAuto
+  bool allow_small_batch = true;        // false: the dispatch rule before the seed's change
 
   // small_batch ablation switches (the seed: all true).
   bool split_topk = true;           // false: the whole top-K in one thread group
