@@ -2,7 +2,13 @@
 execute_process(COMMAND git -C "${SOURCE_DIR}" rev-parse --short=12 HEAD
   OUTPUT_VARIABLE _commit OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE _rc)
 if(NOT _rc EQUAL 0 OR _commit STREQUAL "")
-  set(_commit "unknown")
+  # No git metadata (the GPU machine receives a copy of the working tree without .git):
+  # scripts/device_prepare.sh records the commit beside the carried dependencies.
+  if(EXISTS "${SOURCE_DIR}/.deps/git_commit")
+    file(STRINGS "${SOURCE_DIR}/.deps/git_commit" _commit LIMIT_COUNT 1)
+  else()
+    set(_commit "unknown")
+  endif()
 else()
   execute_process(COMMAND git -C "${SOURCE_DIR}" status --porcelain --untracked-files=no
     OUTPUT_VARIABLE _dirty OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
