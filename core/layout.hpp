@@ -34,4 +34,26 @@ struct RoutingLayout {
   std::int64_t total_padded_rows = 0;
 };
 
+/// Throws InputError unless `routing` is well formed: sizes T*K, T >= 1, 1 <= K <= min(64, E),
+/// expert ids in [0, E), the K experts of a token distinct.
+void validate_routing(Routing const& routing);
+
+/// Throws InputError naming --local-experts unless 0 <= begin <= E and 0 <= count <= E - begin.
+void check_local_range(std::int64_t begin, std::int64_t count, std::int64_t num_experts);
+
+/// The exact routing outputs (DESIGN.md section 1) for local experts
+/// [local_begin, local_begin + num_local); num_local < 0 means every expert is local.
+/// Rows are grouped by local expert ascending, by token ascending inside a group; each group is
+/// padded to a multiple of `tile` (an expert with no token takes no rows).
+RoutingLayout build_layout(Routing const& routing, std::int64_t tile, std::int64_t local_begin = 0,
+                           std::int64_t num_local = -1);
+
+/// Capacity that holds the padded rows of every routing of this shape:
+/// T*K + min(num_local, T*K) * (tile - 1) (only experts with a token are padded).
+std::int64_t max_padded_rows(std::int64_t num_tokens, std::int64_t top_k, std::int64_t num_local,
+                             std::int64_t tile);
+
+/// Expanded indices routed to a non-local expert (expanded_to_permuted == -1).
+std::int64_t dropped_entries(RoutingLayout const& layout);
+
 } // namespace moefin

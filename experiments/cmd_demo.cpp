@@ -6,6 +6,8 @@
 #include "core/h5store.hpp"
 #include "core/stats.hpp"
 #include "experiments/commands.hpp"
+#include "experiments/finalize_run.hpp"
+#include "experiments/routing_io.hpp"
 
 #include <chrono>
 #include <cstdio>
@@ -72,6 +74,22 @@ void host_copy_experiment(std::string const& path, std::uint64_t seed, int round
   }
 }
 
+/// A routing with a quarter of the experts dropped, and the reference finalize over it.
+void reference_finalize_step(std::string const& path, std::uint64_t seed) {
+  RoutingSpec spec = routing_spec(8, 64, 8, Distribution::kUniform, seed);
+  spec.drop_fraction = 0.25;
+  Routing routing = generate_routing(spec);
+  RoutingLayout layout = build_layout(routing, spec, 128);
+  std::cout << "  routing T=8 E=64 K=8 uniform: " << describe_layout(routing, layout) << "\n";
+  auto const run =
+      run_reference_finalize(std::move(routing), std::move(layout), 2048, 2048,
+                             finalize::WeightType::kBf16, false, finalize_input_seed(seed));
+  auto file = create_result_file(path, seed, /*overwrite=*/true);
+  write_routing(file, "route", spec, run.routing, run.layout);
+  write_finalize(file, "finalize", run);
+  std::cout << "  " << summary_line(run) << "\n  wrote " << path << "\n";
+}
+
 } // namespace
 
 int demo(cli::Args const& args) {
@@ -116,6 +134,9 @@ int demo(cli::Args const& args) {
   auto const t = reader.read_table("host_copy");
   std::cout << "  wrote " << path << ": " << t.rows << " rows, " << t.samples.size()
             << " raw samples, commit " << reader.provenance().at("git_commit") << "\n";
+
+  banner("routing and the reference finalize");
+  reference_finalize_step(dir + "/reference_finalize.h5", seed);
 
   banner("done");
   std::cout << "results are in " << dir << "/\n";

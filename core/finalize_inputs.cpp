@@ -1,0 +1,105 @@
+#include "core/finalize_inputs.hpp"
+
+#include "core/cli.hpp"
+#include "core/fp8.hpp"
+#include "core/rng.hpp"
+#include "core/routing.hpp"
+
+#include <limits>
+
+namespace moefin {
+
+void validate_finalize_shape(std::int64_t hidden, std::int64_t hidden_padded, std::int64_t rows) {
+  cli::check_range<std::int64_t>("--hidden", hidden, 1, 1 << 16);
+  cli::check_range<std::int64_t>("--hidden-padded", hidden_padded, hidden, (1 << 16) + 1024);
+  constexpr std::int64_t kMaxElements = std::int64_t(1) << 31;
+  if (rows * hidden_padded >= kMaxElements)
+    throw InputError("gemm_out: " + std::to_string(rows) + " rows x " +
+                     std::to_string(hidden_padded) + " columns exceed 2^31 elements (lower " +
+                     "--tokens, --top-k or --hidden)");
+}
+
+FinalizeInputs make_finalize_inputs(RoutingLayout const& layout, std::int64_t hidden,
+                                    std::int64_t hidden_padded, std::uint64_t seed,
+                                    bool with_scales) {
+  validate_finalize_shape(hidden, hidden_padded, layout.total_padded_rows);
+  FinalizeInputs in;
+  in.hidden = hidden;
+  in.hidden_padded = hidden_padded;
+  in.num_rows = layout.total_padded_rows;
+  auto const rows = static_cast<std::size_t>(in.num_rows);
+  auto const hp = static_cast<std::size_t>(hidden_padded);
+  in.gemm_out.assign(rows * hp, kBf16Poison);
+  for (std::size_t r = 0; r < rows; ++r) {
+    if (layout.permuted_to_token[r] < 0)
+      continue;
+    auto const row = random_bf16(static_cast<std::size_t>(hidden), Rng::mix(seed, r));
+    std::copy(row.begin(), row.end(), in.gemm_out.begin() + static_cast<std::ptrdiff_t>(r * hp));
+  }
+  if (with_scales) {
+    auto const blocks =
+        static_cast<std::size_t>((hidden_padded + kFp8ScaleBlock - 1) / kFp8ScaleBlock);
+    in.in_scales.assign(rows * blocks, std::numeric_limits<float>::quiet_NaN());
+    Rng rng(Rng::mix(seed, ~std::uint64_t(0)));
+    for (std::size_t r = 0; r < rows; ++r)
+      for (std::size_t b = 0; b < blocks; ++b) {
+        float const s = static_cast<float>(rng.uniform(0.5, 2.0));
+        if (layout.permuted_to_token[r] >= 0)
+          in.in_scales[r * blocks + b] = s;
+      }
+  }
+  return in;
+}
+
+finalize::FinalizeParams finalize_params(Routing const& routing, RoutingLayout const& layout,
+                                         FinalizeInputs const& in, finalize::WeightType weight_type,
+                                         void* out, float* out_scales) {
+  finalize::FinalizeParams p;
+  p.gemm_out = in.gemm_out.data();
+  switch (weight_type) {
+  case finalize::WeightType::kNone:
+    p.expert_weights = nullptr;
+    break;
+  case finalize::WeightType::kBf16:
+    p.expert_weights = routing.weights_bf16.data();
+    break;
+  case finalize::WeightType::kFp32:
+    p.expert_weights = routing.weights.data();
+    break;
+  }
+  p.expanded_to_permuted = layout.expanded_to_permuted.data();
+  p.out = out;
+  p.in_scales = in.in_scales.empty() ? nullptr : in.in_scales.data();
+  p.out_scales = out_scales;
+  p.num_tokens = layout.num_tokens;
+  p.hidden = in.hidden;
+  p.hidden_padded = in.hidden_padded;
+  p.top_k = layout.top_k;
+  p.num_rows = in.num_rows;
+  p.weight_type = weight_type;
+  return p;
+}
+
+char const* weight_type_name(finalize::WeightType w) {
+  switch (w) {
+  case finalize::WeightType::kNone:
+    return "none";
+  case finalize::WeightType::kBf16:
+    return "bf16";
+  case finalize::WeightType::kFp32:
+    return "fp32";
+  }
+  return "?";
+}
+
+bool parse_weight_type(std::string const& s, finalize::WeightType* out) {
+  for (auto w :
+       {finalize::WeightType::kNone, finalize::WeightType::kBf16, finalize::WeightType::kFp32})
+    if (s == weight_type_name(w)) {
+      *out = w;
+      return true;
+    }
+  return false;
+}
+
+} // namespace moefin
