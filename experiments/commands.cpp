@@ -7,6 +7,8 @@ std::vector<Command> const& commands() {
       {"info", "print the build and the GPU", cmd::info},
       {"demo", "the main job: what this machine can run, end to end", cmd::demo},
       {"show", "print what a result file holds (provenance, tables)", cmd::show},
+      {"verify", "PDL happens-before verifier of a chain description", cmd::verify},
+      {"simulate", "random PDL schedules of a chain; witnesses of stale reads", cmd::simulate},
   };
   return list;
 }
