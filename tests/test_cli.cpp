@@ -3,14 +3,12 @@
 
 #include "core/cli.hpp"
 #include "core/h5store.hpp"
+#include "tests/run_moefin.hpp"
 
 #include <hdf5.h>
 
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -19,36 +17,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Result {
-  int status = -1;
-  std::string out; // stdout and stderr together
-};
-
-/// Runs the moefin binary with `args` (shell words), capturing its output and exit status.
-Result run(std::string const& args) {
-  std::string const cmd = std::string(MOEFIN_BINARY) + " " + args + " 2>&1";
-  Result r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  BOOST_REQUIRE(p != nullptr);
-  std::array<char, 4096> buf{};
-  std::size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0)
-    r.out.append(buf.data(), n);
-  int const st = ::pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  return r;
-}
-
-bool contains(std::string const& s, std::string const& sub) {
-  return s.find(sub) != std::string::npos;
-}
-
-int lines(std::string const& s) {
-  int n = 0;
-  for (char c : s)
-    n += c == '\n';
-  return n;
-}
+using moefin::test::contains;
+using moefin::test::lines;
+using moefin::test::run;
 
 fs::path temp_dir() {
   fs::path p = fs::temp_directory_path() / ("moefin_cli_" + std::to_string(::getpid()));
