@@ -62,7 +62,7 @@ int simulate(cli::Args const& args) {
       "schedules", cli::po::value<std::string>()->default_value("auto"),
       "schedules to simulate, 1..1e8, or 'auto' (the witness bound, at least 1000)")(
       "seed", cli::po::value<std::uint64_t>()->default_value(2026), "seed of the schedules")(
-      "miss", cli::po::value<double>()->default_value(1e-6),
+      "miss", cli::po::value<double>()->default_value(1e-6, "1e-6"),
       "with --schedules auto: allowed probability of missing a race, (0, 0.5]")(
       "witnesses", cli::po::value<int>()->default_value(5),
       "hazards whose witness schedule is printed in full, 0..1000")(

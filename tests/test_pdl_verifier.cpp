@@ -310,3 +310,25 @@ BOOST_AUTO_TEST_CASE(a_kernel_is_as_weak_as_its_weakest_path) {
   BOOST_TEST(exit_early.races() == 4u);
   BOOST_TEST(waits.races() == 0u);
 }
+
+BOOST_AUTO_TEST_CASE(race_matrix_cells_map_to_chains) {
+  auto const verdict = [](std::string const& triggers, std::string const& meta) {
+    return verify(make_moe_chain(spec_from_race_cell("H6144/I512/E256/top-8", triggers, meta, 1),
+                                 "cell"))
+        .verdict();
+  };
+  BOOST_TEST((verdict("gemm1=entry,act=entry,gemm2=entry", "before") == Verdict::kRace));
+  BOOST_TEST((verdict("gemm1=entry,act=entry,gemm2=entry", "after") == Verdict::kOrdered));
+  BOOST_TEST((verdict("gemm1=after_wait,act=entry,gemm2=entry", "before") == Verdict::kOrdered));
+  BOOST_TEST((verdict("gemm1=default,act=default,gemm2=default", "before") == Verdict::kOrdered));
+  MoeChainSpec const before = spec_from_race_cell("seed-before", "", "after", 2);
+  BOOST_TEST(spec_label(before) == spec_label([] {
+               MoeChainSpec s = seed_before_spec();
+               s.iterations = 2;
+               return s;
+             }()));
+  BOOST_CHECK_THROW(spec_from_race_cell("p", "gemm3=entry", "before", 1), std::invalid_argument);
+  BOOST_CHECK_THROW(spec_from_race_cell("p", "gemm1=late", "before", 1), std::invalid_argument);
+  BOOST_CHECK_THROW(spec_from_race_cell("p", "gemm1", "before", 1), std::invalid_argument);
+  BOOST_CHECK_THROW(spec_from_race_cell("p", "", "sometimes", 1), std::invalid_argument);
+}

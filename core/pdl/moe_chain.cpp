@@ -218,6 +218,8 @@ MoeChainSpec spec_from_race_cell(std::string const& preset, std::string const& t
         k = i;
     if (k < 0)
       throw std::invalid_argument("triggers: unknown kernel '" + name + "'");
+    if (item.substr(eq + 1) == "default")
+      continue; // the kernel's own placement in the preset (moefin::Trigger::kDefault)
     if (!parse_placement(item.substr(eq + 1), &s.trigger[k]))
       throw std::invalid_argument("triggers: unknown placement '" + item.substr(eq + 1) + "'");
   }

@@ -60,8 +60,8 @@ std::vector<MoeChainSpec> moe_corpus();
 /// The chain of a race-matrix cell (data/README.md, /race_matrix): `preset` containing
 /// "seed-before" starts from seed_before_spec(), else seed_after_spec(); `triggers` lists
 /// name=placement for any of the kernels (routing, permute, gemm1, act or activation, gemm2,
-/// finalize); `meta` is "before" or "after". Throws std::invalid_argument naming what it cannot
-/// map.
+/// finalize), a placement "default" keeping the preset's; `meta` is "before" or "after". Throws
+/// std::invalid_argument naming what it cannot map.
 MoeChainSpec spec_from_race_cell(std::string const& preset, std::string const& triggers,
                                  std::string const& meta, int iterations);
 
