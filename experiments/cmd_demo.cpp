@@ -4,11 +4,14 @@
 
 #include "core/device_info.hpp"
 #include "core/h5store.hpp"
+#include "core/pdl/chain.hpp"
+#include "core/pdl/verifier.hpp"
 #include "core/stats.hpp"
 #include "experiments/commands.hpp"
 #include "experiments/finalize_run.hpp"
 #include "experiments/routing_io.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -90,6 +93,47 @@ void reference_finalize_step(std::string const& path, std::uint64_t seed) {
   std::cout << "  " << summary_line(run) << "\n  wrote " << path << "\n";
 }
 
+/// The shipped PDL chain descriptions: data/chains under the working directory, else next to the
+/// build directory that holds this binary.
+std::filesystem::path chains_dir() {
+  namespace fs = std::filesystem;
+  if (fs::is_directory("data/chains"))
+    return "data/chains";
+  std::error_code ec;
+  fs::path const exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? fs::path() : exe.parent_path().parent_path() / "data" / "chains";
+}
+
+/// `moefin verify` on every shipped chain, one line each; false when a verdict differs from the
+/// one the file expects.
+bool verify_shipped_chains() {
+  namespace fs = std::filesystem;
+  fs::path const dir = chains_dir();
+  if (dir.empty() || !fs::is_directory(dir)) {
+    std::cout << "  no data/chains directory found (run from the repository root)\n";
+    return true;
+  }
+  std::vector<fs::path> files;
+  for (auto const& e : fs::directory_iterator(dir))
+    if (e.path().extension() == ".json")
+      files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  int mismatches = 0;
+  for (fs::path const& f : files) {
+    pdl::Chain const c = pdl::load_chain(f.string());
+    pdl::Report const r = pdl::verify(c, {false});
+    bool const ok = !c.expected || *c.expected == r.verdict();
+    mismatches += !ok;
+    std::printf("  %-48s %-7s (%zu of %zu pairs race)%s\n", f.filename().string().c_str(),
+                r.verdict() == pdl::Verdict::kRace ? "RACE" : "ordered", r.races(), r.pairs.size(),
+                ok ? "" : "  MISMATCH with the expected verdict");
+  }
+  std::printf("  %zu chains verified in %s; %d differ from their expected verdict (details: "
+              "moefin verify FILE)\n",
+              files.size(), dir.string().c_str(), mismatches);
+  return mismatches == 0;
+}
+
 } // namespace
 
 int demo(cli::Args const& args) {
@@ -137,6 +181,9 @@ int demo(cli::Args const& args) {
 
   banner("routing and the reference finalize");
   reference_finalize_step(dir + "/reference_finalize.h5", seed);
+  banner("PDL chains: happens-before verdicts of every shipped scenario");
+  if (!verify_shipped_chains())
+    return kExitFailure;
 
   banner("done");
   std::cout << "results are in " << dir << "/\n";

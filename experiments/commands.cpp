@@ -10,6 +10,8 @@ std::vector<Command> const& commands() {
       {"route", "a seeded routing and its permuted layout, to HDF5", cmd::route},
       {"reference finalize", "the Kokkos reference finalize over a routing, to HDF5",
        cmd::reference_finalize},
+      {"verify", "PDL happens-before verifier of a chain description", cmd::verify},
+      {"simulate", "random PDL schedules of a chain; witnesses of stale reads", cmd::simulate},
   };
   return list;
 }

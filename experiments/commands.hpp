@@ -10,5 +10,7 @@ int demo(cli::Args const& args);
 int show(cli::Args const& args);
 int route(cli::Args const& args);
 int reference_finalize(cli::Args const& args);
+int verify(cli::Args const& args);
+int simulate(cli::Args const& args);
 
 } // namespace moefin::cmd

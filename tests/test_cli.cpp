@@ -1,17 +1,14 @@
 #define BOOST_TEST_MODULE cli
 #include <boost/test/unit_test.hpp>
 
-#include "cli_run.hpp"
 #include "core/cli.hpp"
 #include "core/h5store.hpp"
+#include "tests/run_moefin.hpp"
 
 #include <hdf5.h>
 
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>

@@ -1,7 +1,7 @@
 #define BOOST_TEST_MODULE route_cli
 #include <boost/test/unit_test.hpp>
 
-#include "cli_run.hpp"
+#include "tests/run_moefin.hpp"
 #include "core/h5store.hpp"
 
 #include <unistd.h>

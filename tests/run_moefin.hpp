@@ -1,5 +1,5 @@
 #pragma once
-// Running the moefin binary from a test: exit status and output, and small text predicates.
+// Runs the moefin binary of this build (MOEFIN_BINARY) from a test and captures what it printed.
 
 #include <boost/test/unit_test.hpp>
 
