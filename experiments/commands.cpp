@@ -7,6 +7,7 @@ std::vector<Command> const& commands() {
       {"info", "print the build and the GPU", cmd::info},
       {"demo", "the main job: what this machine can run, end to end", cmd::demo},
       {"show", "print what a result file holds (provenance, tables)", cmd::show},
+      {"report", "tables, figures and report.md from result files (analysis/)", cmd::report},
   };
   return list;
 }

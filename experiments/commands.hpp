@@ -8,5 +8,6 @@ namespace moefin::cmd {
 int info(cli::Args const& args);
 int demo(cli::Args const& args);
 int show(cli::Args const& args);
+int report(cli::Args const& args);
 
 } // namespace moefin::cmd
