@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
 from .tables import (ABLATIONS, SEED_TOPK, TIME_VARIANTS, all_columns, finalize_speedups,
-                     kept_on_scalar, launch_floor, measured)
+                     kept_on_scalar, launch_floor, measured, sweep_rows)
 
 HATCHES = ("", "///", "\\\\\\", "xxx", "...", "+++", "ooo", "---", "|||", "**")
 GRAYS = ("0.15", "0.55", "0.8", "0.35", "0.95", "0.65", "0.25", "0.9", "0.45", "0.7")
@@ -57,7 +57,7 @@ def _grid(n, ncols=3):
 
 def heatmap_figure(result):
     """small_batch vs scalar per hidden size x tokens, one panel per top-K (mode a, l2 hot)."""
-    t = result.table("finalize_sweep")
+    t = sweep_rows(result)
     sel = t.where(variant="small_batch", mode="a", l2="hot")
     ks = [int(k) for k in sel.unique("K")]
     hs, ts = [int(h) for h in sel.unique("H")], [int(x) for x in sel.unique("T")]
@@ -99,7 +99,7 @@ def heatmap_figure(result):
                         color="white" if dark else "black")
         ax.set_xticks(range(len(ts)), [str(x) for x in ts], fontsize=7)
         ax.set_yticks(range(len(hs)), [str(h) for h in hs], fontsize=7)
-        kept = " (kept on scalar)" if kept_on_scalar(result.table("finalize_sweep"), k) else ""
+        kept = " (kept on scalar)" if kept_on_scalar(t, k) else ""
         ax.set_title(f"top-K {k}{kept}", fontsize=8)
         ax.set_xlabel("tokens T", fontsize=7)
         ax.set_ylabel("hidden size H (elements)", fontsize=7)
@@ -108,7 +108,7 @@ def heatmap_figure(result):
     if image is not None:
         fig.colorbar(image, ax=axes, shrink=0.8).set_label("speedup vs scalar (x)")
     fig.suptitle(f"{result.column.label}: small_batch vs scalar finalize, mode a, L2 hot\n"
-                 f"(median over weights; hatched: outside the small-batch regime)", fontsize=9)
+                 f"(median over bf16/fp32 weights; hatched: outside the small-batch regime)", fontsize=9)
     return fig, ks
 
 
@@ -155,7 +155,7 @@ def bars_figure(results, pub):
 
 def time_figure(result, H, mode="a", l2="hot"):
     """Per-launch time vs tokens, one line per variant, one panel per top-K, floor drawn."""
-    t = result.table("finalize_sweep").where(H=H, mode=mode, l2=l2)
+    t = sweep_rows(result).where(H=H, mode=mode, l2=l2)
     ks = [int(k) for k in t.unique("K")]
     variants = [v for v in TIME_VARIANTS + tuple(a for _, a in ABLATIONS)
                 if np.any(t.mask(variant=v))]
@@ -186,7 +186,7 @@ def time_figure(result, H, mode="a", l2="hot"):
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncols=4, fontsize=7)
     fig.suptitle(f"{result.column.label}: finalize per-launch time vs tokens, H={H}, mode {mode}, "
-                 f"L2 {l2} (median over weights)", fontsize=9)
+                 f"L2 {l2} (median over bf16/fp32 weights)", fontsize=9)
     return fig, variants
 
 
@@ -303,7 +303,7 @@ def build_figures(results, pub, out_dir):
          "Finalize-only median speedup per top-K, every architecture (minimum marked)")
     for r in results:
         slug = r.column.slug
-        sweep = r.table("finalize_sweep")
+        sweep = sweep_rows(r)
         if sweep is not None and np.any(sweep.mask(variant="small_batch", mode="a", l2="hot")):
             emit(heatmap_figure(r), f"finalize_heatmap_{slug}",
                  f"{r.column.label}: speedup per hidden size x tokens, one panel per top-K")

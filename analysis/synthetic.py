@@ -17,7 +17,7 @@ KEY_BYTES = 160
 HIDDEN = (1024, 2880, 7168)
 TOKENS = (1, 8, 64, 300)
 TOPK = (1, 2, 4, 6, 8, 10, 16, 22, 32)
-WEIGHTS = ("bf16", "fp32")
+WEIGHTS = ("bf16", "fp32", "none")  # "none" is outside the seed's protocol: a distractor
 MODES = ("a", "b", "c")
 L2S = ("hot", "cold")
 VARIANTS = ("scalar", "vecload", "small_batch", "small_batch_nosplit",
@@ -63,7 +63,7 @@ def known_speedup(H, T, K, weights, mode, l2, variant, factor=1.0):
         return 0.9 * factor
     s = (_BASE.get(K, 1 + K / 40) * factor * _MODE[mode] * (0.95 if l2 == "cold" else 1.0)
          * (1 + 0.01 * HIDDEN.index(H) - 0.004 * TOKENS.index(T)
-            + (0.003 if weights == "fp32" else 0.0)))
+            + {"bf16": 0.0, "fp32": 0.003, "none": 0.2}[weights]))
     if variant != "small_batch":
         s /= known_gain(variant, K, mode, H)
     return s

@@ -13,6 +13,7 @@ import numpy as np
 from .render import DASH, Cell, Table, ratio_text, speedup_text, time_text
 
 SEED_TOPK = (1, 2, 4, 6, 8, 10, 16, 22, 32)
+SEED_WEIGHTS = ("bf16", "fp32")
 MODES = ("a", "b", "c")
 L2S = ("hot", "cold")
 ABLATIONS = (("top-K split", "small_batch_nosplit"),
@@ -51,10 +52,18 @@ def kept_on_scalar(frame, K, mode="a", l2="hot"):
     return bool(picks) and picks == {"scalar"}
 
 
+def sweep_rows(result):
+    """The finalize sweep of one architecture as the seed measured it: bf16 and fp32 expert
+    weights (rows without weights are left out of every finalize table and figure)."""
+    t = result.table("finalize_sweep")
+    return None if t is None else t.take(np.isin(t["weights"], SEED_WEIGHTS))
+
+
 def measured(results, group="finalize_sweep"):
     """(ArchResult, table) of every architecture whose files hold rows of `group`."""
-    return [(r, r.table(group)) for r in results if r.table(group) is not None
-            and len(r.table(group))]
+    tables = [(r, sweep_rows(r) if group == "finalize_sweep" else r.table(group))
+              for r in results]
+    return [(r, t) for r, t in tables if t is not None and len(t)]
 
 
 def count_cell(n):
@@ -77,7 +86,8 @@ def finalize_table(results, pub):
                   "Finalize only: small_batch vs scalar, median speedup per top-K (minimum)",
                   ["top-K"], [c.label + (" published" if c.published else "") for c in cols],
                   notes=["Measured: speedup_vs_scalar of /finalize_sweep, mode a (back-to-back, "
-                         "PDL on), l2 hot, median over H x in-regime T x weights, minimum in "
+                         "PDL on), l2 hot, median over H x in-regime T x weights (bf16, fp32), "
+                         "minimum in "
                          "parentheses. 'kept on scalar': the dispatcher keeps every in-regime "
                          "shape of that top-K on the scalar kernel; the number is what "
                          "small_batch would give.",
