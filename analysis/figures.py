@@ -234,7 +234,7 @@ def race_figure(result, preset):
     return fig, [f"{a} | {b}" for a, b in rows]
 
 
-def timeline_figure(result, timeline, max_ctas=32):
+def timeline_figure(result, timeline, max_ctas=16):
     """Per-CTA Gantt of one timeline: bar from start to exit, wait return and trigger marked,
     each kernel's launch (its first CTA start) drawn as a line."""
     s = timeline.stamps

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 
 from . import PUBLISHED_DIR
 from .figures import build_figures
-from .loader import REQUIRED_COLUMNS, discover, load_result_file
+from .loader import discover, load_result_file
 from .merging import merge
 from .published import load_published
 from .tables import all_columns, build_tables
@@ -156,4 +156,4 @@ def write_report(report, out_dir, log=None):
     return path
 
 
-__all__ = ["Report", "build_report", "write_report", "REQUIRED_COLUMNS"]
+__all__ = ["Report", "build_report", "write_report"]

@@ -169,11 +169,11 @@ def _key(**axes):
     return ",".join(f"{k}={v}" for k, v in axes.items())
 
 
-def finalize_sweep(factor=1.0):
+def finalize_sweep(factor=1.0, topk=TOPK):
     rows, samples = [], []
     for H in HIDDEN:
         for T in TOKENS:
-            for K in TOPK:
+            for K in topk:
                 base = [scalar_time_us(H, T, K, factor) * (1 + 0.01 * i) for i in range(3)]
                 for w in WEIGHTS:
                     for mode in MODES:
@@ -311,12 +311,13 @@ def write_synthetic(path, gpu_name="NVIDIA H200", arch="sm_90", factor=1.0,
                     date_utc="2026-01-15T10:00:00Z",
                     experiments=("finalize_sweep", "launch_floor", "copy_bandwidth",
                                  "finalize_check", "layer_sweep", "equivalence", "race_matrix",
-                                 "timeline")):
-    """Writes one synthetic result file with the chosen experiments; returns its path."""
+                                 "timeline"), topk=TOPK):
+    """Writes one synthetic result file with the chosen experiments (a finalize sweep over the
+    top-K values `topk`); returns its path."""
     with h5py.File(path, "w") as f:
         for k, v in provenance(gpu_name, arch, date_utc).items():
             f.attrs[k] = v
-        builders = {"finalize_sweep": lambda: finalize_sweep(factor),
+        builders = {"finalize_sweep": lambda: finalize_sweep(factor, topk),
                     "layer_sweep": lambda: layer_sweep(factor), "finalize_check": finalize_check,
                     "equivalence": equivalence, "race_matrix": race_matrix}
         for name in experiments:

@@ -2,8 +2,8 @@
 
 Conventions (data/README.md defines the columns):
 - finalize speedups are the table's own `speedup_vs_scalar` (the paired per-round ratio the
-  sweep computed), summarized over H x in-regime T x weights by the median, with the minimum
-  in parentheses, as the seed publishes them;
+  sweep computed), summarized over H x in-regime T x bf16/fp32 weights by the median, with the
+  minimum in parentheses, as the seed publishes them;
 - ratios between two rows of a table (ablations, whole-layer runs) are paired over rounds: the
   median of numerator[i] / denominator[i] over the rows' raw samples, one per interleaved round;
   rows with different sample counts fall back to the ratio of their medians.
@@ -87,9 +87,8 @@ def finalize_table(results, pub):
                   ["top-K"], [c.label + (" published" if c.published else "") for c in cols],
                   notes=["Measured: speedup_vs_scalar of /finalize_sweep, mode a (back-to-back, "
                          "PDL on), l2 hot, median over H x in-regime T x weights (bf16, fp32), "
-                         "minimum in "
-                         "parentheses. 'kept on scalar': the dispatcher keeps every in-regime "
-                         "shape of that top-K on the scalar kernel; the number is what "
+                         "minimum in parentheses. 'kept on scalar': the dispatcher keeps every "
+                         "in-regime shape of that top-K on the scalar kernel; the number is what "
                          "small_batch would give.",
                          "Published: the seed's table (data/published/finalize_only_speedup.csv, "
                          "finalize_only_notes.csv), measured by its authors."]

@@ -35,11 +35,19 @@ def report_h200(h200_file):
     return build_report([h200_file])
 
 
+FIGURE_TOPK = (4, 8, 22)  # three panels per figure are enough to test; rendering is slow
+
+
 @pytest.fixture(scope="session")
-def rendered_two(h200_file, b200_file, tmp_path_factory):
-    """Report of the H200 and B200 files, written with every figure: (report, out dir)."""
+def rendered_two(tmp_path_factory):
+    """Report of an H200 and a B200 file (top-K 4, 8, 22), written with every figure:
+    (report, out dir)."""
+    d = tmp_path_factory.mktemp("figure_inputs")
+    files = [synthetic.write_synthetic(d / "h200.h5", *H200, topk=FIGURE_TOPK),
+             synthetic.write_synthetic(d / "b200.h5", *B200, factor=B200_FACTOR,
+                                       topk=FIGURE_TOPK)]
     out = tmp_path_factory.mktemp("report_two")
-    report = build_report([h200_file, b200_file])
+    report = build_report(files)
     write_report(report, out)
     return report, out
 

@@ -2,7 +2,7 @@
 exactly what a newcomer does (drop the file into the data directory, run the report)."""
 from analysis import synthetic as syn
 
-from .conftest import run_analysis
+from .conftest import FIGURE_TOPK, run_analysis
 
 
 def finalize_header(report_md):
@@ -14,7 +14,7 @@ def finalize_header(report_md):
 def test_a_new_gpu_file_adds_a_column_and_panels(tmp_path):
     data = tmp_path / "data"
     (data / "h200").mkdir(parents=True)
-    syn.write_synthetic(data / "h200" / "sweep.h5",
+    syn.write_synthetic(data / "h200" / "sweep.h5", topk=FIGURE_TOPK,
                         experiments=("finalize_sweep", "layer_sweep", "race_matrix"))
     proc = run_analysis("report", data, "--out", tmp_path / "before")
     assert proc.returncode == 0, proc.stderr
@@ -23,7 +23,8 @@ def test_a_new_gpu_file_adds_a_column_and_panels(tmp_path):
 
     (data / "b200").mkdir()
     syn.write_synthetic(data / "b200" / "sweep.h5", "NVIDIA B200", "sm_100", factor=1.2,
-                        experiments=("finalize_sweep", "launch_floor", "layer_sweep"))
+                        experiments=("finalize_sweep", "launch_floor", "layer_sweep"),
+                        topk=FIGURE_TOPK)
     proc = run_analysis("report", data, "--out", tmp_path / "after")
     assert proc.returncode == 0, proc.stderr
     after = (tmp_path / "after" / "report.md").read_text()
