@@ -1,6 +1,7 @@
 // moefin demo: the main job. Runs everything this machine can run, end to end, and says where
 // the results went. Without a GPU that is the host side (build information, the result store and
-// statistics on a host measurement); later parts add their own steps here.
+// statistics on a host measurement) and the report of whatever data/ holds; later parts add their
+// own steps here.
 
 #include "core/device_info.hpp"
 #include "core/h5store.hpp"
@@ -10,6 +11,7 @@
 #include "experiments/commands.hpp"
 #include "experiments/finalize_run.hpp"
 #include "experiments/routing_io.hpp"
+#include "experiments/report_runner.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -142,9 +144,12 @@ int demo(cli::Args const& args) {
                      "directory for the demo's result files")(
       "seed", cli::po::value<std::uint64_t>()->default_value(2026),
       "seed of every random input")("rounds", cli::po::value<int>()->default_value(7),
-                                    "interleaved rounds of each timing, 3..1000");
+                                    "interleaved rounds of each timing, 3..1000")(
+      "report-dir", cli::po::value<std::string>()->default_value(""),
+      "directory of the report rendered from data/ (default: 'report' beside --out-dir)");
   cli::po::variables_map vm;
-  if (!cli::parse("demo", "[--out-dir DIR] [--rounds N] [--seed S]", desc, args, vm))
+  if (!cli::parse("demo", "[--out-dir DIR] [--rounds N] [--seed S] [--report-dir DIR]", desc, args,
+                  vm))
     return kExitOk;
   std::string const dir = vm["out-dir"].as<std::string>();
   std::uint64_t const seed = vm["seed"].as<std::uint64_t>();
@@ -184,9 +189,31 @@ int demo(cli::Args const& args) {
   banner("PDL chains: happens-before verdicts of every shipped scenario");
   if (!verify_shipped_chains())
     return kExitFailure;
+  banner("report from data/ (python -m analysis report)");
+  std::string report_dir = vm["report-dir"].as<std::string>();
+  if (report_dir.empty()) {
+    auto out = std::filesystem::path(dir).lexically_normal();
+    if (!out.has_filename()) // "out/demo/"
+      out = out.parent_path();
+    report_dir = (out.parent_path() / "report").string();
+  }
+  bool have_report = false;
+  try {
+    report::require_python(report::python_path());
+    have_report = true;
+  } catch (FileError const& e) {
+    std::cout << "  skipped: " << e.what() << "\n";
+  }
+  if (have_report) {
+    rc = report::run({report::data_dir(), "--out", report_dir}, /*replace_process=*/false);
+    if (rc != kExitOk)
+      return rc;
+  }
 
   banner("done");
   std::cout << "results are in " << dir << "/\n";
+  if (have_report)
+    std::cout << "report: " << report_dir << "/report.md (figures and LaTeX tables beside it)\n";
   return kExitOk;
 }
 

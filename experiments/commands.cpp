@@ -12,6 +12,7 @@ std::vector<Command> const& commands() {
        cmd::reference_finalize},
       {"verify", "PDL happens-before verifier of a chain description", cmd::verify},
       {"simulate", "random PDL schedules of a chain; witnesses of stale reads", cmd::simulate},
+      {"report", "tables, figures and report.md from result files (analysis/)", cmd::report},
   };
   return list;
 }

@@ -12,5 +12,6 @@ int route(cli::Args const& args);
 int reference_finalize(cli::Args const& args);
 int verify(cli::Args const& args);
 int simulate(cli::Args const& args);
+int report(cli::Args const& args);
 
 } // namespace moefin::cmd

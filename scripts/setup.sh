@@ -31,3 +31,8 @@ fi
 # analysis/ is installed in place: the repository root goes on the environment's path.
 site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 echo "$PWD" > "$site/moefin-analysis.pth"
+# The kernel the notebooks name (analysis/notebooks/*.ipynb: "moefin") is this environment's python.
+kernel=.venv/share/jupyter/kernels/moefin/kernel.json
+if ! grep -qs "\"$PWD/.venv/bin/python\"" "$kernel"; then
+  .venv/bin/python -m ipykernel install --sys-prefix --name moefin --display-name "moefin (.venv)" >/dev/null
+fi

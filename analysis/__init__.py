@@ -1,0 +1,22 @@
+"""moefin analysis: result files (HDF5, schema of data/README.md) from any number of GPUs plus the
+published tables, merged into per-architecture tables, figures, notebooks and one report.
+
+    python -m analysis report FILE_OR_DIR... --out DIR
+
+The package needs numpy, h5py and matplotlib only, so it also runs with a plain system Python
+that has those three (the GPU machines have no package registry).
+"""
+import pathlib
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
+DATA_DIR = REPO_ROOT / "data"
+PUBLISHED_DIR = DATA_DIR / "published"
+
+from .errors import ResultFileError  # noqa: E402
+from .loader import load_result_file, discover  # noqa: E402
+from .merging import merge, Column  # noqa: E402
+from .published import load_published  # noqa: E402
+from .report import build_report, write_report  # noqa: E402
+
+__all__ = ["REPO_ROOT", "DATA_DIR", "PUBLISHED_DIR", "ResultFileError", "load_result_file",
+           "discover", "merge", "Column", "load_published", "build_report", "write_report"]

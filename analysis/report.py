@@ -1,0 +1,159 @@
+"""One report from any number of result files plus the published tables: report.md, every
+table as Markdown and LaTeX (tables/), every figure as PNG and PDF (figures/)."""
+import pathlib
+from dataclasses import dataclass, field
+
+from . import PUBLISHED_DIR
+from .figures import build_figures
+from .loader import discover, load_result_file
+from .merging import merge
+from .published import load_published
+from .tables import all_columns, build_tables
+
+WRITERS = {"finalize_sweep": "moefin sweep finalize", "launch_floor": "moefin sweep finalize",
+           "copy_bandwidth": "moefin sweep finalize", "finalize_check": "moefin check finalize",
+           "layer_sweep": "moefin sweep layer", "equivalence": "moefin equivalence",
+           "race_matrix": "moefin race"}
+
+
+@dataclass
+class Report:
+    inputs: list  # the paths given
+    files: list  # ResultFile, in reading order
+    results: list  # ArchResult, one per architecture
+    published: object
+    published_dir: pathlib.Path
+    tables: list = field(default_factory=list)
+    missing: list = field(default_factory=list)
+    figures: list = field(default_factory=list)
+
+    def table(self, name):
+        for t in self.tables:
+            if t.name == name:
+                return t
+        raise KeyError(f"no table {name}; tables: {[t.name for t in self.tables]}")
+
+
+def _missing(results, pub):
+    notes = []
+    if not results:
+        notes.append("No measured result file was given or found: the tables show the "
+                     "published columns only. Measure with the commands below and put the files "
+                     "under data/<gpu>/.")
+    for group, command in WRITERS.items():
+        have = [r.column.label for r in results if r.table(group) is not None
+                and len(r.table(group))]
+        if not have:
+            notes.append(f"/{group}: in no measured file yet (written by `{command}`).")
+    if not any(r.timelines for r in results):
+        notes.append("Timelines (per-CTA stamps): in no measured file yet (instrumented runs or "
+                     "simulated schedules write them).")
+    for r in results:
+        for group, n in sorted(r.replaced.items()):
+            notes.append(f"{r.column.label} /{group}: {n} rows measured twice; the later file "
+                         f"(date_utc) was used.")
+    for name in pub.missing:
+        notes.append(f"published table {name} is not in the published directory.")
+    return notes
+
+
+def build_report(paths, published_dir=PUBLISHED_DIR, log=None):
+    """Reads and merges everything; raises ResultFileError on the first bad file."""
+    files = []
+    for p in discover(paths):
+        f = load_result_file(p)
+        files.append(f)
+        if log:
+            log(f"  read {p}: {f.provenance['gpu_name']} ({f.provenance['arch']}), "
+                f"{', '.join('/' + g for g in f.tables) or 'no tables'}")
+    pub = load_published(published_dir)
+    results = merge(files)
+    report = Report(list(map(str, paths)), files, results, pub, pathlib.Path(published_dir))
+    report.tables = build_tables(results, pub)
+    report.missing = _missing(results, pub)
+    return report
+
+
+def _md_table(header, rows):
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def _inputs_section(report):
+    lines = ["## Inputs", ""]
+    if report.files:
+        rows = []
+        for f in report.files:
+            p = f.provenance
+            groups = ", ".join("/" + g for g in list(f.tables) + [t.group for t in f.timelines])
+            ignored = ", ".join("/" + g for g in f.other_groups)
+            rows.append([f"`{f.path}`", f"{p['gpu_name']} ({p['arch']})",
+                         p.get("git_commit", "?"), p.get("date_utc", "?"), groups or "-",
+                         ignored or "-"])
+        lines += [_md_table(["file", "GPU", "commit", "date (UTC)", "read", "not used here"],
+                            rows), ""]
+    else:
+        lines += ["No result files (given: " + ", ".join(f"`{p}`" for p in report.inputs)
+                  + ").", ""]
+    lines.append(f"Published tables from `{report.published_dir}`:")
+    lines.append("")
+    for name, comments in report.published.sources.items():
+        lines.append(f"- `{name}`: {' '.join(comments)}")
+    lines.append("")
+    return lines
+
+
+def _arch_section(report):
+    rows = []
+    for r in report.results:
+        def one(attr):
+            return "/".join(r.provenance_values(attr))
+        rows.append([r.column.label, "measured", one("gpu_name"), one("sm_count"),
+                     one("l2_bytes"), one("driver_version"), one("cuda_runtime_version"),
+                     str(len(r.files))])
+    for c in sorted(report.published.columns, key=lambda c: c.sort_key()):
+        rows.append([c.label, "published (seed)", "-", "-", "-", "-", "-", "-"])
+    return ["## Architectures", "",
+            _md_table(["column", "source", "GPU", "SMs", "L2 bytes", "driver", "CUDA runtime",
+                       "files"], rows), ""]
+
+
+def write_report(report, out_dir, log=None):
+    """Writes report.md, tables/ and figures/ into out_dir; returns the report.md path."""
+    out = pathlib.Path(out_dir)
+    (out / "tables").mkdir(parents=True, exist_ok=True)
+    report.figures = build_figures(report.results, report.published, out / "figures")
+    for t in report.tables:
+        (out / "tables" / f"{t.name}.md").write_text(t.to_markdown(), encoding="utf-8")
+        (out / "tables" / f"{t.name}.tex").write_text(t.to_latex(), encoding="utf-8")
+    (out / "tables" / "all_tables.tex").write_text(
+        "% every table of the report; needs \\usepackage{booktabs}\n"
+        + "".join(f"\\input{{tables/{t.name}.tex}}\n" for t in report.tables), encoding="utf-8")
+    labels = [c.label + (" (published)" if c.published else "")
+              for c in all_columns(report.results, report.published)]
+    lines = ["# moefin report", "",
+             f"{len(report.files)} result file(s), {len(report.results)} measured "
+             f"architecture(s); columns: {', '.join(labels)}.", ""]
+    lines += _inputs_section(report)
+    lines += _arch_section(report)
+    if report.missing:
+        lines += ["## Not measured yet", ""] + [f"- {m}" for m in report.missing] + [""]
+    lines += ["## Tables", "",
+              "Each table is also in `tables/<name>.md` and `tables/<name>.tex` (LaTeX, "
+              "booktabs; `tables/all_tables.tex` inputs them all).", ""]
+    for t in report.tables:
+        lines += [f"### {t.name}", "", t.to_markdown()]
+    lines += ["## Figures", "", "PNG shown; the PDF beside each has the same name.", ""]
+    for fi in report.figures:
+        png = fi.paths[0].relative_to(out)
+        lines += [f"### {fi.stem}", "", f"{fi.title}", "", f"![{fi.title}]({png.as_posix()})", ""]
+    path = out / "report.md"
+    path.write_text("\n".join(lines), encoding="utf-8")
+    if log:
+        log(f"analysis: wrote {path} ({len(report.tables)} tables, {len(report.figures)} "
+            f"figures as PNG and PDF)")
+    return path
+
+
+__all__ = ["Report", "build_report", "write_report"]

@@ -1,0 +1,77 @@
+"""The notebooks are stored without outputs and run headless (nbclient) on what data/ holds,
+so they cannot rot; with no GPU file they still run and say what is missing."""
+import pathlib
+import shutil
+import sys
+
+import nbformat
+import pytest
+from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+from nbclient import NotebookClient
+
+
+NOTEBOOKS = pathlib.Path(__file__).resolve().parents[1] / "notebooks"
+NAMES = ("speedup_tables", "pdl_ordering_stress", "per_architecture_comparison")
+
+
+@pytest.fixture(scope="module")
+def kernel_name():
+    try:
+        spec = KernelSpecManager().get_kernel_spec("moefin")
+    except NoSuchKernel:
+        pytest.fail("no 'moefin' Jupyter kernel: run scripts/setup.sh (it registers .venv's python)")
+    assert pathlib.Path(spec.argv[0]).resolve() == pathlib.Path(sys.executable).resolve(), \
+        f"the moefin kernel runs {spec.argv[0]}, not this environment: rerun scripts/setup.sh"
+    return "moefin"
+
+
+def execute(name, kernel_name):
+    nb = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+    NotebookClient(nb, timeout=300, kernel_name=kernel_name,
+                   resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
+    text = []
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            assert out["output_type"] != "error", out
+            text.append(out.get("text", ""))
+            text.append(out.get("data", {}).get("text/markdown", ""))
+            if "image/png" in out.get("data", {}):
+                text.append("<png>")
+    return "".join(text)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_notebook_is_stored_without_outputs(name):
+    nb = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+    nbformat.validate(nb)
+    assert nb.metadata.kernelspec.name == "moefin"
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert code
+    for c in code:
+        assert c.outputs == [] and c.execution_count is None
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_notebook_runs_on_data_and_says_what_is_missing(name, kernel_name, monkeypatch):
+    monkeypatch.delenv("MOEFIN_DATA_DIR", raising=False)
+    text = execute(name, kernel_name)
+    assert "published: GB200 (SM100), GB300 (SM103), Rubin (SM107)" in text
+    if "0 result file(s)" in text:  # no GPU file committed yet
+        assert "not measured yet:" in text
+    if name == "speedup_tables":
+        assert "| 22 |" in text and "1.81x (1.64x)" in text  # the published GB200 row
+        assert r"\toprule" in text
+    if name == "per_architecture_comparison":
+        assert "<png>" in text  # the bars of the published columns at least
+
+
+def test_comparison_notebook_shows_a_measured_gpu(tmp_path, kernel_name, monkeypatch, h200_file):
+    (tmp_path / "h200").mkdir()
+    shutil.copy(h200_file, tmp_path / "h200" / "sweep.h5")
+    shutil.copytree(NOTEBOOKS.parent.parent / "data" / "published", tmp_path / "published")
+    monkeypatch.setenv("MOEFIN_DATA_DIR", str(tmp_path))
+    text = execute("per_architecture_comparison", kernel_name)
+    assert "measured architectures: H200 (SM90)" in text
+    assert "H200 (SM90): 1 file(s), SMs ['132']" in text
+    assert text.count("<png>") == 3  # bars, heatmap, time vs tokens
+    assert "H200 (SM90) (seed-after)" in text
