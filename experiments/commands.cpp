@@ -7,6 +7,10 @@ std::vector<Command> const& commands() {
       {"info", "print the build and the GPU", cmd::info},
       {"demo", "the main job: what this machine can run, end to end", cmd::demo},
       {"show", "print what a result file holds (provenance, tables)", cmd::show},
+      {"check finalize", "every finalize variant against the Kokkos reference (GPU)",
+       cmd::check_finalize},
+      {"sweep finalize", "time the finalize variants over the seed's grid (GPU); --table: print",
+       cmd::sweep_finalize},
   };
   return list;
 }

@@ -8,5 +8,7 @@ namespace moefin::cmd {
 int info(cli::Args const& args);
 int demo(cli::Args const& args);
 int show(cli::Args const& args);
+int check_finalize(cli::Args const& args);
+int sweep_finalize(cli::Args const& args);
 
 } // namespace moefin::cmd
