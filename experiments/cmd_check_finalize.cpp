@@ -79,7 +79,7 @@ int check_finalize(cli::Args const& args) {
                                                "deepseek_fp8"),
       "variants to check")("hidden-pad", cli::po::value(&pad)->default_value(0),
                            "hidden_padded = hidden + PAD (0..1024)")(
-      "tolerance", cli::po::value(&tolerance)->default_value(fin::kBf16Tolerance),
+      "tolerance", cli::po::value(&tolerance)->default_value(fin::kBf16Tolerance, "4e-3"),
       "bf16: max error relative to the output's peak")(
       "max-minutes", cli::po::value(&max_minutes)->default_value(0),
       "stop cleanly before this many minutes (0: no limit); continue with --resume");

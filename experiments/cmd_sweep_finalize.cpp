@@ -160,6 +160,7 @@ public:
     int const copies = 8;
     dev::Buffer src(bytes), dst(bytes);
     src.fill(0x3c, s_.get());
+    s_.sync();
     std::vector<dev::Graph> g;
     g.emplace_back(s_.get(), [&] {
       for (int i = 0; i < copies; ++i)
@@ -190,6 +191,7 @@ public:
     std::size_t const pbytes = std::size_t(16) << 20;
     dev::Buffer psrc(pbytes), pdst(pbytes);
     psrc.fill(0x3c, s_.get());
+    s_.sync();
     int const n = c_.launches;
     for (auto const& m : c_.modes) {
       std::string const key = "mode=" + m;
@@ -227,11 +229,7 @@ public:
     auto const host = fin::make_case(s, s.hidden, uniform, fin::case_seed(seed_, fin::shape_key(s)),
                                      *pool_, false);
     fin::DeviceCase d(host);
-    std::size_t const gemm_bytes = d.gemm_out.bytes();
-    dev::Buffer pristine(gemm_bytes);
-    if (gemm_bytes)
-      MOEFIN_CUDA_CHECK(
-          cudaMemcpy(pristine.get(), d.gemm_out.get(), gemm_bytes, cudaMemcpyDeviceToDevice));
+    dev::Buffer const pristine = dev::Buffer::copy_of(d.gemm_out);
     std::vector<dev::Buffer> outs;
     for (std::size_t v = 0; v < c_.variants.size(); ++v)
       outs.emplace_back(d.out.bytes());
@@ -279,15 +277,9 @@ private:
       return false;
     launches = static_cast<int>(std::max<std::size_t>(c_.launches, sets));
     for (std::size_t i = 0; i < sets; ++i) {
-      auto copy = [&](dev::Buffer const& from, std::vector<dev::Buffer>& to) {
-        to.emplace_back(from.bytes());
-        if (from.bytes())
-          MOEFIN_CUDA_CHECK(
-              cudaMemcpy(to.back().get(), from.get(), from.bytes(), cudaMemcpyDeviceToDevice));
-      };
-      copy(d.gemm_out, cs.gemm);
-      copy(d.perm, cs.perm);
-      copy(d.weights, cs.weights);
+      cs.gemm.push_back(dev::Buffer::copy_of(d.gemm_out));
+      cs.perm.push_back(dev::Buffer::copy_of(d.perm));
+      cs.weights.push_back(dev::Buffer::copy_of(d.weights));
       cs.out.emplace_back(d.out.bytes());
       finalize::FinalizeParams p = d.params;
       p.gemm_out = cs.gemm.back().get();

@@ -37,15 +37,29 @@ public:
   template <class T = void> T* get() const { return static_cast<T*>(ptr_); }
   std::size_t bytes() const { return bytes_; }
 
-  /// Allocates (when the size differs) and copies `bytes` from host memory.
+  /// Allocates (when the size differs) and copies `bytes` from host memory. Synchronizes the
+  /// device: a pageable copy may still be in flight when cudaMemcpy returns, and the experiments'
+  /// streams do not synchronize with the legacy stream.
   void upload(void const* src, std::size_t bytes) {
     if (bytes != bytes_)
       *this = Buffer(bytes);
-    if (bytes)
+    if (bytes) {
       MOEFIN_CUDA_CHECK(cudaMemcpy(ptr_, src, bytes, cudaMemcpyHostToDevice));
+      MOEFIN_CUDA_CHECK(cudaDeviceSynchronize());
+    }
   }
   template <class T> void upload(std::vector<T> const& v) {
     upload(v.data(), v.size() * sizeof(T));
+  }
+
+  /// A device copy of `other` (complete when this returns).
+  static Buffer copy_of(Buffer const& other) {
+    Buffer b(other.bytes_);
+    if (other.bytes_) {
+      MOEFIN_CUDA_CHECK(cudaMemcpy(b.ptr_, other.ptr_, other.bytes_, cudaMemcpyDeviceToDevice));
+      MOEFIN_CUDA_CHECK(cudaDeviceSynchronize());
+    }
+    return b;
   }
 
   template <class T> std::vector<T> download(cudaStream_t s = nullptr) const {
@@ -57,8 +71,8 @@ public:
     return out;
   }
 
-  /// Fills every byte with `value` (0xff: NaN in bf16, fp32 and E4M3 alike).
-  void fill(int value, cudaStream_t s = nullptr) const {
+  /// Fills every byte with `value` (0xff: NaN in bf16, fp32 and E4M3 alike), ordered on `s`.
+  void fill(int value, cudaStream_t s) const {
     if (bytes_)
       MOEFIN_CUDA_CHECK(cudaMemsetAsync(ptr_, value, bytes_, s));
   }

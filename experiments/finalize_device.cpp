@@ -24,8 +24,8 @@ DeviceCase::DeviceCase(HostCase const& c) {
   params.gemm_out = gemm_out.get();
   // A layout with every expert dropped has no rows; the kernels still need a valid pointer.
   if (!params.gemm_out) {
-    gemm_out = dev::Buffer(16);
-    gemm_out.fill(0xff);
+    std::vector<std::uint16_t> const nan(8, 0xffff);
+    gemm_out.upload(nan);
     params.gemm_out = gemm_out.get();
   }
   params.expanded_to_permuted = perm.get<std::int32_t const>();
