@@ -12,6 +12,7 @@
 #include "experiments/finalize_run.hpp"
 #include "experiments/routing_io.hpp"
 #include "experiments/report_runner.hpp"
+#include "experiments/finalize_table.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -136,6 +137,49 @@ bool verify_shipped_chains() {
   return mismatches == 0;
 }
 
+/// Finalize: with a GPU a short check and a small sweep; without one, the tables of the committed
+/// H200 results (data/h200/), or a line saying there are none.
+int finalize_step(std::string const& dir, bool gpu) {
+  if (gpu) {
+    banner("finalize: every variant against the reference (a short check)");
+    std::string const check = dir + "/finalize_check.h5";
+    std::filesystem::remove(check);
+    int rc =
+        check_finalize({"--hidden", "1024,7168", "--tokens", "1,8", "--top-k", "8,32", "--weights",
+                        "bf16", "--routings", "uniform,uniform/ep2", "--out", check});
+    if (rc != kExitOk)
+      return rc;
+    banner("finalize: a small sweep (H 4096, T 1 and 8, top-K 8 and 32, modes a, b, c)");
+    std::string const sweep = dir + "/finalize_sweep.h5";
+    std::filesystem::remove(sweep);
+    return sweep_finalize({"--hidden", "4096", "--tokens", "1,8", "--top-k", "8,32", "--weights",
+                           "bf16", "--rounds", "3", "--launches", "50", "--repeat-shapes", "0",
+                           "--out", sweep});
+  }
+  banner("finalize: tables of the committed H200 results");
+  std::vector<std::string> files;
+  for (std::string const root :
+       {std::string(MOEFIN_SOURCE_DIR) + "/data/h200", std::string("data/h200")}) {
+    std::error_code ec;
+    if (!files.empty() || !std::filesystem::is_directory(root, ec))
+      continue;
+    for (auto const& e : std::filesystem::directory_iterator(root, ec))
+      if (e.path().extension() == ".h5" &&
+          h5::ResultReader(e.path().string()).has_group("finalize_sweep"))
+        files.push_back(e.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  if (files.empty()) {
+    std::cout << "  no committed finalize results under data/h200/ (run scripts/gpu/finalize.sh "
+                 "on a GPU machine)\n";
+    return kExitOk;
+  }
+  for (auto const& f : files)
+    std::cout << "  " << f << "\n";
+  std::cout << fin::render_finalize_tables(files, fin::default_published_csv());
+  return kExitOk;
+}
+
 } // namespace
 
 int demo(cli::Args const& args) {
@@ -209,6 +253,9 @@ int demo(cli::Args const& args) {
     if (rc != kExitOk)
       return rc;
   }
+  rc = finalize_step(dir, d.present);
+  if (rc != kExitOk)
+    return rc;
 
   banner("done");
   std::cout << "results are in " << dir << "/\n";

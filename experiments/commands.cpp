@@ -13,6 +13,10 @@ std::vector<Command> const& commands() {
       {"verify", "PDL happens-before verifier of a chain description", cmd::verify},
       {"simulate", "random PDL schedules of a chain; witnesses of stale reads", cmd::simulate},
       {"report", "tables, figures and report.md from result files (analysis/)", cmd::report},
+      {"check finalize", "every finalize variant against the Kokkos reference (GPU)",
+       cmd::check_finalize},
+      {"sweep finalize", "time the finalize variants over the seed's grid (GPU); --table: print",
+       cmd::sweep_finalize},
   };
   return list;
 }

@@ -13,5 +13,7 @@ int reference_finalize(cli::Args const& args);
 int verify(cli::Args const& args);
 int simulate(cli::Args const& args);
 int report(cli::Args const& args);
+int check_finalize(cli::Args const& args);
+int sweep_finalize(cli::Args const& args);
 
 } // namespace moefin::cmd

@@ -39,13 +39,32 @@ struct Options {
 
   // Race study: when set, the kernel copies the permuted indices it read before its wait here
   // ([num_tokens * top_k], device), so the host can compare them with what routing wrote.
+  // Variants that read them after the wait (scalar, deepseek_fp8, metadata_before_wait = false)
+  // record the indices they used.
   std::int32_t* pre_wait_snapshot = nullptr;
+
+  // small_batch tuning: 128-bit column chunks per CTA (8, 16 or 32); 0 = the policy's choice.
+  int slice_chunks = 0;
+};
+
+/// The launch `run` makes for a shape: variant after selection and its grid.
+struct LaunchPlan {
+  Variant variant = Variant::kAuto;
+  int grid_x = 0, grid_y = 0;   // CTAs; per-CTA stamps are indexed blockIdx.x + grid_x * blockIdx.y
+  int block_x = 0, block_y = 0; // threads
+  int loads_per_thread = 0;     // independent expert loads in flight per thread
+  Trigger trigger = Trigger::kExit; // resolved placement (never kDefault)
+  std::int64_t ctas() const { return static_cast<std::int64_t>(grid_x) * grid_y; }
 };
 
 /// The seed's selection rule: deepseek when asked; else scalar when
 /// ceil(H/256) * min(8192, T) < budget and not small_batch-eligible; small_batch when
 /// ceil(H/256) * T < budget, the row is 128-bit aligned and 4 < K <= 64; vecload otherwise.
 Variant select(FinalizeParams const& p, Options const& o);
+
+/// Validates the shape for the selected variant (InputError naming the field, the value and what
+/// the variant supports) and computes its launch. Host only: needs no GPU.
+LaunchPlan plan(FinalizeParams const& p, Options const& o);
 
 /// SMs x 8 of the current device.
 int device_cta_budget();

@@ -1,0 +1,29 @@
+#pragma once
+// The /finalize_sweep schema and the seed-format tables printed from result files (no GPU):
+// median speedup of small_batch over scalar per top-K, minimum in parentheses, one column per
+// architecture found in the files, the published Blackwell columns beside them.
+
+#include "core/h5store.hpp"
+
+#include <string>
+#include <vector>
+
+namespace moefin::fin {
+
+/// Columns of /finalize_sweep (and /finalize_repeat) in the order the sweep writes them.
+std::vector<h5::Column> finalize_sweep_columns();
+std::vector<h5::Column> launch_floor_columns();
+std::vector<h5::Column> copy_bandwidth_columns();
+
+/// data/published/finalize_only_speedup.csv of this source tree, else the same path relative to
+/// the working directory.
+std::string default_published_csv();
+
+/// Every table the files support: per mode (a with the published columns, b, c), the T = 1 view
+/// (per-launch time and the targets), the ablation per architecture and mode, peers as extra
+/// columns, and the spread of repeated configurations. FileError for an unreadable file; a
+/// missing published CSV is reported in the text.
+std::string render_finalize_tables(std::vector<std::string> const& files,
+                                   std::string const& published_csv);
+
+} // namespace moefin::fin
