@@ -8,5 +8,8 @@ namespace moefin::cmd {
 int info(cli::Args const& args);
 int demo(cli::Args const& args);
 int show(cli::Args const& args);
+int equivalence(cli::Args const& args);
+int race(cli::Args const& args);
+int sweep_layer(cli::Args const& args);
 
 } // namespace moefin::cmd
