@@ -215,6 +215,14 @@ int demo(cli::Args const& args) {
     std::cout << "  " << (ok ? "ok: " : "FAILED: ") << detail << "\n";
     if (!ok)
       return kExitFailure;
+    banner("layer chain: PDL on/off equivalence over randomized routings (short)");
+    std::string const eq = dir + "/equivalence.h5";
+    std::filesystem::remove(eq);
+    rc = equivalence({"--shapes", "top-8", "--tokens", "1,4", "--presets", "seed-after,safe",
+                      "--routings", "200", "--batch", "100", "--seed", std::to_string(seed),
+                      "--out", eq});
+    if (rc != kExitOk)
+      return rc;
   }
 #endif
   if (!d.present)

@@ -17,6 +17,11 @@ std::vector<Command> const& commands() {
        cmd::check_finalize},
       {"sweep finalize", "time the finalize variants over the seed's grid (GPU); --table: print",
        cmd::sweep_finalize},
+      {"equivalence", "layer chain: bitwise PDL on/off equivalence over randomized routings",
+       cmd::equivalence},
+      {"race", "layer chain: the race matrix of PDL trigger placements and delays", cmd::race},
+      {"sweep layer", "layer chain: whole-layer time, new vs previous finalize and placements",
+       cmd::sweep_layer},
   };
   return list;
 }

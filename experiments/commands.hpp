@@ -15,5 +15,8 @@ int simulate(cli::Args const& args);
 int report(cli::Args const& args);
 int check_finalize(cli::Args const& args);
 int sweep_finalize(cli::Args const& args);
+int equivalence(cli::Args const& args);
+int race(cli::Args const& args);
+int sweep_layer(cli::Args const& args);
 
 } // namespace moefin::cmd

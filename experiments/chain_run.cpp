@@ -1,0 +1,253 @@
+#include "experiments/chain_run.hpp"
+
+#include "core/bf16.hpp"
+#include "core/device_info.hpp"
+#include "core/errors.hpp"
+#include "reference/activation.hpp"
+#include "reference/finalize.hpp"
+#include "reference/gemm.hpp"
+#include "reference/permute.hpp"
+#include "reference/routing.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <sstream>
+
+namespace moefin::chain_run {
+
+int first_difference(chain::BatchResult const& a, chain::BatchResult const& b, int it) {
+  for (int x = 0; x < chain::kNumBuffers; ++x)
+    if (a.slot(it, static_cast<chain::Buffer>(x)) != b.slot(it, static_cast<chain::Buffer>(x)))
+      return x;
+  return -1;
+}
+
+void add_batch(Series& s, chain::BatchResult const& on, chain::BatchResult const& off,
+               std::vector<std::uint64_t> const& seeds) {
+  for (std::size_t it = 0; it < seeds.size(); ++it) {
+    int const b = first_difference(on, off, static_cast<int>(it));
+    if (b >= 0) {
+      if (s.mismatches == 0) {
+        s.first_buffer = b;
+        s.first_seed = seeds[it];
+      }
+      ++s.mismatches;
+    }
+    s.stale += on.stale[it];
+    s.recorded += on.recorded[it];
+    s.stale_iterations += on.stale[it] > 0;
+  }
+  s.routings += static_cast<std::int64_t>(seeds.size());
+}
+
+void write_timeline(h5::ResultWriter& file, std::string const& group, chain::Timeline const& t,
+                    std::string const& key) {
+  std::vector<std::size_t> const dims = {t.kernel.size()};
+  file.write_array(group, "kernel", t.kernel, dims);
+  file.write_array(group, "cta", t.cta, dims);
+  file.write_array(group, "start_ns", t.start_ns, dims);
+  file.write_array(group, "wait_ns", t.wait_ns, dims);
+  file.write_array(group, "trigger_ns", t.trigger_ns, dims);
+  file.write_array(group, "end_ns", t.end_ns, dims);
+  std::string names;
+  for (auto const& k : t.kernels)
+    names += (names.empty() ? "" : ",") + k;
+  file.set_attr(group, "kernels", names);
+  file.set_attr(group, "key", key);
+}
+
+void require_device(std::string const& what) {
+  DeviceInfo const d = query_device();
+  if (!d.present)
+    throw DeviceError(what + " needs a CUDA device: " + d.reason);
+}
+
+std::uint64_t parse_seed(std::string const& flag, std::string const& text) {
+  std::size_t used = 0;
+  std::uint64_t v = 0;
+  try {
+    v = std::stoull(text, &used, 0);
+  } catch (std::exception const&) {
+    used = 0;
+  }
+  if (text.empty() || used != text.size() || text[0] == '-')
+    throw InputError(flag + ": '" + text + "' is not a seed (decimal or 0x-hex, 64 bits)");
+  return v;
+}
+
+double max_rel_err(std::uint16_t const* a, std::uint16_t const* b, std::size_t n) {
+  double peak = 0, err = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    double const x = bf16_to_float(a[i]), y = bf16_to_float(b[i]);
+    if (std::isnan(x) || std::isnan(y))
+      return std::numeric_limits<double>::infinity();
+    peak = std::max(peak, std::fabs(y));
+    err = std::max(err, std::fabs(x - y));
+  }
+  return peak > 0 ? err / peak : err;
+}
+
+#ifdef MOEFIN_HAVE_CUDA
+
+Replay replay(chain::LayerWeights const& w, chain::RunnerOptions opt, chain::ChainConfig const& cfg,
+              std::uint64_t seed, int attempts) {
+  opt.iterations = 2;
+  opt.stamps = false;
+  chain::ChainRunner runner(w, opt);
+  runner.set_routings({chain::replay_predecessor(seed), seed});
+  Replay r;
+  for (r.attempts = 1; r.attempts <= attempts; ++r.attempts) {
+    std::vector<std::vector<std::uint8_t>> on, off;
+    runner.run_batch(cfg, true);
+    for (int b = 0; b < chain::kNumBuffers; ++b)
+      on.push_back(runner.download(static_cast<chain::Buffer>(b)));
+    runner.run_batch(cfg, false);
+    for (int b = 0; b < chain::kNumBuffers; ++b)
+      off.push_back(runner.download(static_cast<chain::Buffer>(b)));
+    for (int b = 0; b < chain::kNumBuffers && !r.reproduced; ++b) {
+      int const eb = chain::buffer_element_bytes(static_cast<chain::Buffer>(b));
+      std::size_t const n = on[b].size() / static_cast<std::size_t>(eb);
+      for (std::size_t i = 0; i < n; ++i) {
+        std::uint32_t x = 0, y = 0;
+        std::memcpy(&x, on[b].data() + i * eb, static_cast<std::size_t>(eb));
+        std::memcpy(&y, off[b].data() + i * eb, static_cast<std::size_t>(eb));
+        if (x == y)
+          continue;
+        r.reproduced = true;
+        r.buffer = b;
+        r.index = static_cast<std::int64_t>(i);
+        std::ostringstream os;
+        os << chain::buffer_name(static_cast<chain::Buffer>(b)) << "[" << i << "]: PDL on 0x"
+           << std::hex << x << ", PDL off 0x" << y;
+        r.detail = os.str();
+        break;
+      }
+    }
+    if (r.reproduced)
+      break;
+  }
+  if (!r.reproduced)
+    r.attempts = attempts;
+  return r;
+}
+
+std::vector<std::uint16_t> reference_output(chain::LayerWeights const& w, std::int64_t tokens,
+                                            std::uint64_t seed,
+                                            std::vector<std::uint16_t> const& hidden) {
+  chain::LayerShape const& s = w.shape();
+  std::int64_t const T = tokens, K = s.top_k, E = s.experts, H = s.hidden, I = s.inter;
+  std::int64_t const TK = T * K, n1 = s.gemm1_n();
+  auto sz = [](std::int64_t n) { return static_cast<std::size_t>(n); };
+  std::vector<float> const scores = chain::router_scores(seed, T, E);
+  std::vector<std::int32_t> ids(sz(TK)), e2p(sz(TK)), p2t(sz(TK)), p2e(sz(TK)), counts(sz(E)),
+      offsets(sz(E + 1)), cta(sz(TK)), total(1);
+  std::vector<std::uint16_t> weights(sz(TK));
+  routing::RoutingParams rp;
+  rp.scores = scores.data();
+  rp.expert_ids = ids.data();
+  rp.expert_weights = weights.data();
+  rp.expanded_to_permuted = e2p.data();
+  rp.permuted_to_token = p2t.data();
+  rp.permuted_to_expanded = p2e.data();
+  rp.expert_counts = counts.data();
+  rp.expert_offsets = offsets.data();
+  rp.cta_to_expert = cta.data();
+  rp.total_padded_rows = total.data();
+  rp.num_tokens = T;
+  rp.num_experts = E;
+  rp.top_k = K;
+  rp.local_expert_begin = 0;
+  rp.num_local_experts = E;
+  rp.tile = 1;
+  rp.max_padded_rows = TK;
+  rp.method = routing::Method::kSoftmaxTopK;
+  rp.renormalize = true;
+  rp.weight_type = finalize::WeightType::kBf16;
+  reference::routing(rp);
+
+  std::vector<std::uint16_t> permuted(sz(TK * H));
+  permute::PermuteParams pp;
+  pp.hidden_states = hidden.data();
+  pp.permuted_to_token = p2t.data();
+  pp.total_padded_rows = total.data();
+  pp.permuted = permuted.data();
+  pp.num_tokens = T;
+  pp.hidden = H;
+  pp.max_rows = TK;
+  reference::permute(pp);
+
+  // Only the experts this routing uses, renumbered densely.
+  std::map<std::int32_t, std::int32_t> dense;
+  for (std::int64_t r = 0; r < total[0]; ++r)
+    if (cta[sz(r)] >= 0)
+      dense.emplace(cta[sz(r)], static_cast<std::int32_t>(dense.size()));
+  std::vector<std::int32_t> cta_dense(sz(TK), -1);
+  for (std::int64_t r = 0; r < total[0]; ++r)
+    cta_dense[sz(r)] = cta[sz(r)] >= 0 ? dense.at(cta[sz(r)]) : -1;
+  std::int64_t const U = static_cast<std::int64_t>(dense.size());
+  std::vector<std::uint16_t> w1(sz(U * n1 * H)), w2(sz(U * H * I));
+  for (auto const& [x, d] : dense) {
+    auto const a = w.download_w1(x);
+    auto const b = w.download_w2(x);
+    std::copy(a.begin(), a.end(), w1.begin() + d * n1 * H);
+    std::copy(b.begin(), b.end(), w2.begin() + d * H * I);
+  }
+  auto gemm_of = [&](void const* a, void const* b, void* c, std::int64_t n, std::int64_t k) {
+    gemm::GroupedGemmParams g;
+    g.a = a;
+    g.b = b;
+    g.c = c;
+    g.cta_to_expert = cta_dense.data();
+    g.total_padded_rows = total.data();
+    g.max_rows = TK;
+    g.n = n;
+    g.k = k;
+    g.ldc = n;
+    g.tile_m = 1;
+    g.num_local_experts = std::max<std::int64_t>(U, 1);
+    return g;
+  };
+  std::vector<std::uint16_t> g1(sz(TK * n1)), act(sz(TK * I)), g2(sz(TK * H)), out(sz(T * H));
+  reference::grouped_gemm(gemm_of(permuted.data(), w1.data(), g1.data(), n1, H));
+  activation::ActivationParams ap;
+  ap.in = g1.data();
+  ap.out = act.data();
+  ap.total_padded_rows = total.data();
+  ap.max_rows = TK;
+  ap.inter = I;
+  ap.type = s.act;
+  reference::activation(ap);
+  reference::grouped_gemm(gemm_of(act.data(), w2.data(), g2.data(), H, I));
+  finalize::FinalizeParams fp;
+  fp.gemm_out = g2.data();
+  fp.expert_weights = weights.data();
+  fp.expanded_to_permuted = e2p.data();
+  fp.out = out.data();
+  fp.num_tokens = T;
+  fp.hidden = H;
+  fp.hidden_padded = H;
+  fp.top_k = K;
+  fp.num_rows = TK;
+  fp.weight_type = finalize::WeightType::kBf16;
+  reference::finalize(fp);
+  return out;
+}
+
+#else
+
+Replay replay(chain::LayerWeights const&, chain::RunnerOptions, chain::ChainConfig const&,
+              std::uint64_t, int) {
+  throw DeviceError("replay needs a CUDA build");
+}
+
+std::vector<std::uint16_t> reference_output(chain::LayerWeights const&, std::int64_t, std::uint64_t,
+                                            std::vector<std::uint16_t> const&) {
+  throw DeviceError("the reference chain needs a CUDA build (weights live on the device)");
+}
+
+#endif
+
+} // namespace moefin::chain_run

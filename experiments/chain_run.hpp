@@ -1,0 +1,63 @@
+#pragma once
+// Running the chain for the experiments: slot comparisons, series of batches, replays of a
+// mismatch with full buffer dumps, and the Kokkos reference of a whole layer.
+
+#include "core/chain_config.hpp"
+#include "core/h5store.hpp"
+#include "kernels/chain/chain.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace moefin::chain_run {
+
+/// The first buffer (chain order) whose hash differs in iteration `it`, or -1.
+int first_difference(chain::BatchResult const& a, chain::BatchResult const& b, int it);
+
+/// Totals of PDL-on batches compared with PDL-off batches of the same routings.
+struct Series {
+  std::int64_t routings = 0;
+  std::int64_t mismatches = 0; // iterations with any buffer differing
+  std::int64_t stale = 0;      // pre-wait index reads that differ from routing's final values
+  std::int64_t stale_iterations = 0;
+  std::int64_t recorded = 0; // pre-wait index reads finalize recorded
+  int first_buffer = -1;
+  std::uint64_t first_seed = 0;
+  double seconds = 0; // GPU runs of both modes, hashing and the slot copies included
+};
+void add_batch(Series& s, chain::BatchResult const& on, chain::BatchResult const& off,
+               std::vector<std::uint64_t> const& seeds);
+
+/// Replays routing `seed` after its predecessor (chain::replay_predecessor) with PDL on and off,
+/// up to `attempts` times, comparing every buffer element by element after both iterations.
+struct Replay {
+  bool reproduced = false;
+  int attempts = 0;
+  int buffer = -1;
+  std::int64_t index = -1;
+  std::string detail; // "out[517]: on 0x3f80, off 0x3f81"
+};
+Replay replay(chain::LayerWeights const& w, chain::RunnerOptions opt, chain::ChainConfig const& cfg,
+              std::uint64_t seed, int attempts);
+
+/// The layer's output for routing `seed` computed by the Kokkos references (routing with
+/// tile 1, so no padding rows; only the experts used are copied from the device).
+std::vector<std::uint16_t> reference_output(chain::LayerWeights const& w, std::int64_t tokens,
+                                            std::uint64_t seed,
+                                            std::vector<std::uint16_t> const& hidden);
+
+/// max |a - b| / max |b| over bf16 arrays of n elements; +inf when a has a NaN.
+double max_rel_err(std::uint16_t const* a, std::uint16_t const* b, std::size_t n);
+
+/// Writes a timeline as a group of kind "arrays" (data/README.md "Timelines").
+void write_timeline(h5::ResultWriter& file, std::string const& group, chain::Timeline const& t,
+                    std::string const& key);
+
+/// Throws DeviceError "<what> needs a CUDA device: <reason>" when none is usable.
+void require_device(std::string const& what);
+
+/// Parses a seed given as decimal or 0x-hex (throws InputError naming `flag`).
+std::uint64_t parse_seed(std::string const& flag, std::string const& text);
+
+} // namespace moefin::chain_run

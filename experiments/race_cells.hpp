@@ -1,0 +1,43 @@
+#pragma once
+// The cells of the race matrix (moefin race): presets x trigger placements of the kernels between
+// routing and finalize x finalize's metadata placement x injected delay. Host-only.
+
+#include "core/chain_config.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace moefin::race {
+
+struct Cell {
+  chain::ChainConfig cfg;
+  std::string triggers; // chain::between_triggers(cfg)
+  std::string meta;     // "before" / "after"
+  std::int64_t delay_ns = 0;
+  std::string delayed_kernel; // kernel name, "none" without delay
+  std::string key;            // unique row key of the table
+  /// Every kernel between routing and finalize triggers at entry (before its wait), finalize
+  /// reads metadata before its wait and routing is delayed by >= 20 us: the cell that must race.
+  bool benchmark = false;
+  bool own = false; // the preset's own placements (first trigger variant)
+};
+
+struct Axes {
+  std::vector<chain::Preset> presets;
+  bool full = false; // every combination of the four kernels' placements, else one at a time
+  std::vector<std::string> metas = {"before", "after"};
+  std::vector<std::int64_t> delays = {0, 3000, 25000};
+  std::vector<chain::Kernel> delay_kernels = {chain::Kernel::kRouting};
+  chain::FinalizeChoice finalize = chain::FinalizeChoice::kNew;
+  std::string overrides; // --set, applied to every cell before the axes
+};
+
+/// The trigger variations of one preset's chain, deduplicated, the preset's own first:
+/// one-at-a-time (each of gemm1/gemm2 over exit/entry/after_wait/after_writes, permute/act over
+/// entry/after_wait, then all four at entry and all four after their wait), or the full product.
+std::vector<chain::ChainConfig> trigger_variants(chain::ChainConfig const& base, bool full);
+
+std::vector<Cell> cells(Axes const& axes);
+
+} // namespace moefin::race

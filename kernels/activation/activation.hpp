@@ -1,0 +1,28 @@
+#pragma once
+// activation::run — SwiGLU or ReLU^2 between the two grouped GEMMs, rows < total_padded_rows.
+// Host-visible header: no CUDA includes.
+//
+// PDL: Trigger::kDefault = at entry, then the wait (the seed's activation kernel).
+
+#include "kernels/activation/activation_params.hpp"
+#include "kernels/common/pdl_knobs.hpp"
+
+#include <cstdint>
+
+struct CUstream_st;
+
+namespace moefin::activation {
+
+using Stream = CUstream_st*;
+
+struct Policy {
+  static constexpr int kThreads = 256;
+  static constexpr int kRowsPerCta = 4;
+};
+
+/// Throws InputError: inter a multiple of 8, sizes positive, pointers set.
+void validate(ActivationParams const& p);
+std::int64_t num_ctas(ActivationParams const& p);
+void run(ActivationParams const& p, PdlKnobs const& knobs, Stream stream);
+
+} // namespace moefin::activation

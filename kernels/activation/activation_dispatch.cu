@@ -1,0 +1,31 @@
+// activation::run: validation, the activation type as a template parameter, and launch.
+
+#include "core/cli.hpp"
+#include "kernels/activation/activation_kernels.cuh"
+
+namespace moefin::activation {
+
+void validate(ActivationParams const& p) {
+  cli::check_multiple("activation inter", p.inter, 8);
+  cli::check_range<std::int64_t>("activation max_rows", p.max_rows, 1, 1 << 30);
+  if (!p.in || !p.out || !p.total_padded_rows)
+    throw InputError("activation: a buffer pointer is null");
+}
+
+std::int64_t num_ctas(ActivationParams const& p) {
+  return (p.max_rows + Policy::kRowsPerCta - 1) / Policy::kRowsPerCta;
+}
+
+void run(ActivationParams const& p, PdlKnobs const& knobs, Stream stream) {
+  validate(p);
+  dim3 const grid(static_cast<unsigned>(num_ctas(p)));
+  PdlDevice const k = pdl_device(knobs, Trigger::kEntry);
+  if (p.type == Type::kSwiGlu)
+    launch_kernel(activation_kernel<Type::kSwiGlu>, grid, dim3(Policy::kThreads), 0, stream,
+                  knobs.pdl, p, k);
+  else
+    launch_kernel(activation_kernel<Type::kRelu2>, grid, dim3(Policy::kThreads), 0, stream,
+                  knobs.pdl, p, k);
+}
+
+} // namespace moefin::activation

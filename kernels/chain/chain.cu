@@ -1,0 +1,550 @@
+// ChainRunner: device buffers of one (shape, T), the checked and the timing graphs, replays.
+
+#include "core/cli.hpp"
+#include "core/errors.hpp"
+#include "core/rng.hpp"
+#include "kernels/activation/activation.hpp"
+#include "kernels/chain/chain_kernels.cuh"
+#include "kernels/gemm/gemm.hpp"
+#include "kernels/permute/permute.hpp"
+#include "kernels/routing/routing.hpp"
+
+#include <cmath>
+#include <cstring>
+
+namespace moefin::chain {
+
+char const* buffer_name(Buffer b) {
+  static char const* const names[kNumBuffers] = {"expert_ids",
+                                                 "expert_weights",
+                                                 "expanded_to_permuted",
+                                                 "permuted_to_token",
+                                                 "permuted_to_expanded",
+                                                 "expert_counts",
+                                                 "expert_offsets",
+                                                 "cta_to_expert",
+                                                 "total_padded_rows",
+                                                 "permuted",
+                                                 "gemm1_out",
+                                                 "act_out",
+                                                 "gemm2_out",
+                                                 "out"};
+  auto const i = static_cast<int>(b);
+  return i >= 0 && i < kNumBuffers ? names[i] : "?";
+}
+
+int buffer_element_bytes(Buffer b) {
+  switch (b) {
+  case Buffer::kExpertWeights:
+  case Buffer::kPermuted:
+  case Buffer::kGemm1Out:
+  case Buffer::kActOut:
+  case Buffer::kGemm2Out:
+  case Buffer::kOut:
+    return 2;
+  default:
+    return 4;
+  }
+}
+
+namespace {
+
+std::size_t round16(std::size_t bytes) {
+  return (bytes + 15) / 16 * 16;
+}
+
+void* device_alloc(std::size_t bytes, char const* what) {
+  void* p = nullptr;
+  cudaError_t const err = cudaMalloc(&p, round16(std::max<std::size_t>(bytes, 16)));
+  if (err != cudaSuccess)
+    throw DeviceError(std::string("cudaMalloc of ") + std::to_string(bytes) + " bytes for " + what +
+                      " failed: " + cudaGetErrorString(err));
+  return p;
+}
+
+void device_free(void* p) {
+  if (p)
+    cudaFree(p); // in destructors: an error here cannot be reported usefully
+}
+
+} // namespace
+
+LayerWeights::LayerWeights(LayerShape const& shape, std::uint64_t seed) : shape_(shape) {
+  validate(shape, 1, 16);
+  std::int64_t const n1 = shape.experts * shape.gemm1_n() * shape.hidden;
+  std::int64_t const n2 = shape.experts * shape.hidden * shape.inter;
+  w1_ = device_alloc(static_cast<std::size_t>(n1) * 2, "w1");
+  try {
+    w2_ = device_alloc(static_cast<std::size_t>(n2) * 2, "w2");
+  } catch (...) {
+    device_free(w1_);
+    throw;
+  }
+  gemm::fill_random_bf16(w1_, n1, Rng::mix(seed, 1), 0.05f, 1.0f,
+                         1.0f / std::sqrt(static_cast<float>(shape.hidden)), nullptr);
+  gemm::fill_random_bf16(w2_, n2, Rng::mix(seed, 2), 0.05f, 1.0f,
+                         1.0f / std::sqrt(static_cast<float>(shape.inter)), nullptr);
+  MOEFIN_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+LayerWeights::~LayerWeights() {
+  device_free(w1_);
+  device_free(w2_);
+}
+
+std::size_t LayerWeights::bytes() const {
+  return static_cast<std::size_t>(shape_.experts) *
+         static_cast<std::size_t>(shape_.gemm1_n() * shape_.hidden + shape_.hidden * shape_.inter) *
+         2;
+}
+
+std::vector<std::uint16_t> LayerWeights::download_w1(std::int64_t expert) const {
+  std::size_t const n = static_cast<std::size_t>(shape_.gemm1_n() * shape_.hidden);
+  std::vector<std::uint16_t> h(n);
+  MOEFIN_CUDA_CHECK(cudaMemcpy(h.data(), static_cast<std::uint16_t const*>(w1_) + expert * n, n * 2,
+                               cudaMemcpyDeviceToHost));
+  return h;
+}
+
+std::vector<std::uint16_t> LayerWeights::download_w2(std::int64_t expert) const {
+  std::size_t const n = static_cast<std::size_t>(shape_.hidden * shape_.inter);
+  std::vector<std::uint16_t> h(n);
+  MOEFIN_CUDA_CHECK(cudaMemcpy(h.data(), static_cast<std::uint16_t const*>(w2_) + expert * n, n * 2,
+                               cudaMemcpyDeviceToHost));
+  return h;
+}
+
+namespace {
+
+struct LayerParams {
+  routing::RoutingParams routing;
+  permute::PermuteParams permute;
+  gemm::GroupedGemmParams gemm1, gemm2;
+  activation::ActivationParams act;
+  finalize::FinalizeParams fin;
+};
+
+} // namespace
+
+struct ChainRunner::Impl {
+  LayerWeights const* w = nullptr;
+  RunnerOptions o;
+  std::int64_t max_rows = 0;
+  cudaStream_t stream = nullptr;
+  cudaEvent_t ev0 = nullptr, ev1 = nullptr;
+  void* buf[kNumBuffers] = {};
+  std::size_t buf_bytes[kNumBuffers] = {};
+  float* scores = nullptr;
+  std::uint64_t* seeds = nullptr;
+  void* workspace = nullptr;
+  std::size_t workspace_bytes = 0;
+  void* hidden = nullptr;
+  std::int32_t* snapshot = nullptr; // [iterations][T*K]
+  std::uint64_t* slots = nullptr;   // [iterations][kNumBuffers]
+  std::int32_t* stale = nullptr;    // [iterations]
+  std::int32_t* recorded = nullptr; // [iterations]
+  std::int64_t* stamps[kNumKernels] = {};
+  std::int64_t stamp_ctas[kNumKernels] = {};
+  std::vector<void*> owned;
+  std::map<std::string, cudaGraphExec_t> graphs;
+  bool stamping = false; // while capturing a checked graph of a runner with stamps
+
+  LayerParams layer(int it) const;
+  finalize::Options finalize_options(ChainConfig const& cfg, bool pdl, int it) const;
+  PdlKnobs knobs(ChainConfig const& cfg, Kernel k, bool pdl, int it) const;
+  void enqueue_layer(ChainConfig const& cfg, bool pdl, int it, bool checked);
+  void enqueue_fill();
+  cudaGraphExec_t graph(ChainConfig const& cfg, bool pdl, bool checked);
+
+  void* alloc(std::size_t bytes, char const* what) {
+    void* p = device_alloc(bytes, what);
+    owned.push_back(p);
+    return p;
+  }
+  ~Impl() {
+    for (auto& g : graphs)
+      cudaGraphExecDestroy(g.second);
+    for (void* p : owned)
+      device_free(p);
+    if (ev0)
+      cudaEventDestroy(ev0);
+    if (ev1)
+      cudaEventDestroy(ev1);
+    if (stream)
+      cudaStreamDestroy(stream);
+  }
+};
+
+ChainRunner::ChainRunner(LayerWeights const& weights, RunnerOptions const& opt)
+    : weights_(weights), opt_(opt), impl_(std::make_unique<Impl>()) {
+  LayerShape const& s = weights.shape();
+  validate(s, opt.tokens, opt.tile_m);
+  cli::check_range("iterations per graph", opt.iterations, 1, 4096);
+  max_rows_ = max_padded_rows(s, opt.tokens, opt.tile_m);
+  Impl& d = *impl_;
+  d.w = &weights;
+  d.o = opt;
+  d.max_rows = max_rows_;
+  MOEFIN_CUDA_CHECK(cudaStreamCreateWithFlags(&d.stream, cudaStreamNonBlocking));
+  MOEFIN_CUDA_CHECK(cudaEventCreate(&d.ev0));
+  MOEFIN_CUDA_CHECK(cudaEventCreate(&d.ev1));
+  std::size_t const T = static_cast<std::size_t>(opt.tokens);
+  std::size_t const TK = T * static_cast<std::size_t>(s.top_k);
+  std::size_t const E = static_cast<std::size_t>(s.experts);
+  std::size_t const rows = static_cast<std::size_t>(max_rows_);
+  std::size_t const H = static_cast<std::size_t>(s.hidden);
+  std::size_t const bytes[kNumBuffers] = {TK * 4,
+                                          TK * 2,
+                                          TK * 4,
+                                          rows * 4,
+                                          rows * 4,
+                                          E * 4,
+                                          (E + 1) * 4,
+                                          rows / static_cast<std::size_t>(opt.tile_m) * 4,
+                                          4,
+                                          rows * H * 2,
+                                          rows * static_cast<std::size_t>(s.gemm1_n()) * 2,
+                                          rows * static_cast<std::size_t>(s.inter) * 2,
+                                          rows * H * 2,
+                                          T * H * 2};
+  for (int b = 0; b < kNumBuffers; ++b) {
+    d.buf_bytes[b] = round16(bytes[b]);
+    d.buf[b] = d.alloc(d.buf_bytes[b], buffer_name(static_cast<Buffer>(b)));
+  }
+  std::size_t const iters = static_cast<std::size_t>(opt.iterations);
+  d.scores = static_cast<float*>(d.alloc(iters * T * E * 4, "router scores"));
+  d.seeds = static_cast<std::uint64_t*>(d.alloc(iters * 8, "routing seeds"));
+  routing::RoutingParams rp;
+  rp.num_local_experts = s.experts;
+  d.workspace_bytes = round16(routing::workspace_bytes(rp));
+  d.workspace = d.alloc(d.workspace_bytes, "routing workspace");
+  d.hidden = d.alloc(T * H * 2, "hidden states");
+  d.snapshot = static_cast<std::int32_t*>(d.alloc(iters * TK * 4, "pre-wait snapshots"));
+  d.slots = static_cast<std::uint64_t*>(d.alloc(iters * kNumBuffers * 8, "checksum slots"));
+  d.stale = static_cast<std::int32_t*>(d.alloc(iters * 4, "stale counts"));
+  d.recorded = static_cast<std::int32_t*>(d.alloc(iters * 4, "recorded counts"));
+  gemm::fill_random_bf16(d.hidden, opt.tokens * s.hidden, opt.hidden_seed, 0.05f, 1.0f, 1.0f,
+                         d.stream);
+  MOEFIN_CUDA_CHECK(cudaMemsetAsync(d.workspace, 0, d.workspace_bytes, d.stream));
+  set_routings(std::vector<std::uint64_t>(iters, 0));
+  if (opt.stamps) {
+    // Finalize's grid is its dispatcher's choice: size for one CTA per 8 outputs, the most any
+    // variant can launch, and keep the CTAs that stamped a start.
+    d.stamp_ctas[static_cast<int>(Kernel::kFinalize)] = opt.tokens * ((s.hidden + 7) / 8);
+    routing::RoutingParams r = {};
+    r.num_tokens = opt.tokens;
+    routing::Workspace const ws{d.workspace, d.workspace_bytes};
+    d.stamp_ctas[static_cast<int>(Kernel::kRouting)] = routing::num_ctas(r, ws);
+    permute::PermuteParams pp;
+    pp.max_rows = max_rows_;
+    d.stamp_ctas[static_cast<int>(Kernel::kPermute)] = permute::num_ctas(pp);
+    activation::ActivationParams ap;
+    ap.max_rows = max_rows_;
+    d.stamp_ctas[static_cast<int>(Kernel::kActivation)] = activation::num_ctas(ap);
+    gemm::GroupedGemmParams g;
+    g.max_rows = max_rows_;
+    g.tile_m = opt.tile_m;
+    g.n = s.gemm1_n();
+    d.stamp_ctas[static_cast<int>(Kernel::kGemm1)] = gemm::num_ctas(g);
+    g.n = s.hidden;
+    d.stamp_ctas[static_cast<int>(Kernel::kGemm2)] = gemm::num_ctas(g);
+    for (int i = 0; i < kNumKernels; ++i)
+      d.stamps[i] = static_cast<std::int64_t*>(
+          d.alloc(static_cast<std::size_t>(d.stamp_ctas[i]) * 4 * 8, "stamps"));
+  }
+  MOEFIN_CUDA_CHECK(cudaStreamSynchronize(d.stream));
+}
+
+ChainRunner::~ChainRunner() = default;
+
+void ChainRunner::set_routings(std::vector<std::uint64_t> const& seeds) {
+  if (seeds.size() != static_cast<std::size_t>(opt_.iterations))
+    throw InputError("set_routings: " + std::to_string(seeds.size()) + " seeds for " +
+                     std::to_string(opt_.iterations) + " iterations");
+  Impl& d = *impl_;
+  seeds_ = seeds;
+  MOEFIN_CUDA_CHECK(
+      cudaMemcpyAsync(d.seeds, seeds_.data(), seeds_.size() * 8, cudaMemcpyHostToDevice, d.stream));
+  std::int64_t const n = opt_.iterations * opt_.tokens * shape().experts;
+  unsigned const blocks = static_cast<unsigned>(std::min<std::int64_t>((n + 255) / 256, 4096));
+  scores_kernel<<<blocks, 256, 0, d.stream>>>(d.scores, d.seeds, opt_.iterations, opt_.tokens,
+                                              shape().experts);
+  MOEFIN_CUDA_CHECK_LAUNCH();
+  MOEFIN_CUDA_CHECK(cudaStreamSynchronize(d.stream)); // seeds_ may change on the next call
+}
+
+LayerParams ChainRunner::Impl::layer(int it) const {
+  LayerShape const& s = w->shape();
+  auto i32 = [&](Buffer b) { return static_cast<std::int32_t*>(buf[static_cast<int>(b)]); };
+  auto ptr = [&](Buffer b) { return buf[static_cast<int>(b)]; };
+  LayerParams l;
+  auto& r = l.routing;
+  r.scores = scores + static_cast<std::int64_t>(it) * o.tokens * s.experts;
+  r.expert_ids = i32(Buffer::kExpertIds);
+  r.expert_weights = ptr(Buffer::kExpertWeights);
+  r.expanded_to_permuted = i32(Buffer::kExpandedToPermuted);
+  r.permuted_to_token = i32(Buffer::kPermutedToToken);
+  r.permuted_to_expanded = i32(Buffer::kPermutedToExpanded);
+  r.expert_counts = i32(Buffer::kExpertCounts);
+  r.expert_offsets = i32(Buffer::kExpertOffsets);
+  r.cta_to_expert = i32(Buffer::kCtaToExpert);
+  r.total_padded_rows = i32(Buffer::kTotalPaddedRows);
+  r.num_tokens = o.tokens;
+  r.num_experts = s.experts;
+  r.top_k = s.top_k;
+  r.local_expert_begin = 0;
+  r.num_local_experts = s.experts;
+  r.tile = o.tile_m;
+  r.max_padded_rows = max_rows;
+  r.method = routing::Method::kSoftmaxTopK;
+  r.renormalize = true;
+  r.weight_type = finalize::WeightType::kBf16;
+
+  auto& p = l.permute;
+  p.hidden_states = hidden;
+  p.permuted_to_token = r.permuted_to_token;
+  p.total_padded_rows = r.total_padded_rows;
+  p.permuted = ptr(Buffer::kPermuted);
+  p.num_tokens = o.tokens;
+  p.hidden = s.hidden;
+  p.max_rows = max_rows;
+
+  auto gemm_of = [&](void const* a, void const* b, void* c, std::int64_t n, std::int64_t k) {
+    gemm::GroupedGemmParams g;
+    g.a = a;
+    g.b = b;
+    g.c = c;
+    g.cta_to_expert = r.cta_to_expert;
+    g.total_padded_rows = r.total_padded_rows;
+    g.max_rows = max_rows;
+    g.n = n;
+    g.k = k;
+    g.ldc = n;
+    g.tile_m = o.tile_m;
+    g.num_local_experts = s.experts;
+    return g;
+  };
+  l.gemm1 = gemm_of(p.permuted, w->w1(), ptr(Buffer::kGemm1Out), s.gemm1_n(), s.hidden);
+  l.gemm2 = gemm_of(ptr(Buffer::kActOut), w->w2(), ptr(Buffer::kGemm2Out), s.hidden, s.inter);
+
+  auto& a = l.act;
+  a.in = ptr(Buffer::kGemm1Out);
+  a.out = ptr(Buffer::kActOut);
+  a.total_padded_rows = r.total_padded_rows;
+  a.max_rows = max_rows;
+  a.inter = s.inter;
+  a.type = s.act;
+
+  auto& f = l.fin;
+  f.gemm_out = ptr(Buffer::kGemm2Out);
+  f.expert_weights = r.expert_weights;
+  f.expanded_to_permuted = r.expanded_to_permuted;
+  f.out = ptr(Buffer::kOut);
+  f.num_tokens = o.tokens;
+  f.hidden = s.hidden;
+  f.hidden_padded = s.hidden;
+  f.top_k = s.top_k;
+  f.num_rows = max_rows;
+  f.weight_type = finalize::WeightType::kBf16;
+  return l;
+}
+
+PdlKnobs ChainRunner::Impl::knobs(ChainConfig const& cfg, Kernel k, bool pdl, int it) const {
+  PdlKnobs n;
+  n.pdl = pdl && cfg.at(k).pdl;
+  n.trigger = cfg.at(k).trigger;
+  n.delay_ns = cfg.at(k).delay_ns;
+  if (stamping && it == o.iterations - 1)
+    n.stamps = stamps[static_cast<int>(k)];
+  return n;
+}
+
+finalize::Options ChainRunner::Impl::finalize_options(ChainConfig const& cfg, bool pdl,
+                                                      int it) const {
+  finalize::Options f;
+  f.variant = finalize::Variant::kAuto;
+  f.allow_small_batch = cfg.finalize == FinalizeChoice::kNew;
+  f.metadata_before_wait = cfg.metadata_before_wait;
+  f.pdl = knobs(cfg, Kernel::kFinalize, pdl, it);
+  if (cfg.metadata_before_wait)
+    f.pre_wait_snapshot = snapshot + static_cast<std::int64_t>(it) * o.tokens * w->shape().top_k;
+  return f;
+}
+
+void ChainRunner::Impl::enqueue_fill() {
+  FillList list;
+  auto add = [&](void* p, std::size_t bytes, std::uint32_t value) {
+    if (list.count == kMaxFills)
+      throw std::logic_error("chain fill list is full");
+    list.item[list.count++] = {static_cast<std::uint32_t*>(p), static_cast<std::int64_t>(bytes / 4),
+                               value};
+  };
+  // 0xff bytes: -1 in every index array (a pre-wait read of it is skipped, never out of bounds)
+  // and a NaN in every bf16 array (an element nothing wrote fails every comparison).
+  for (int b = 0; b < kNumBuffers; ++b)
+    add(buf[b], buf_bytes[b], 0xffffffffu);
+  add(workspace, workspace_bytes, 0);
+  std::size_t const iters = static_cast<std::size_t>(o.iterations);
+  add(snapshot, iters * static_cast<std::size_t>(o.tokens * w->shape().top_k) * 4,
+      static_cast<std::uint32_t>(kSnapshotUnset));
+  add(slots, iters * kNumBuffers * 8, 0);
+  add(stale, iters * 4, 0);
+  add(recorded, iters * 4, 0);
+  for (int k = 0; k < kNumKernels; ++k)
+    if (stamps[k])
+      add(stamps[k], static_cast<std::size_t>(stamp_ctas[k]) * 32, 0xffffffffu);
+  launch_kernel(fill_kernel, dim3(256, static_cast<unsigned>(list.count)), dim3(256), 0, stream,
+                false, list);
+}
+
+void ChainRunner::Impl::enqueue_layer(ChainConfig const& cfg, bool pdl, int it, bool checked) {
+  LayerParams const l = layer(it);
+  routing::run(l.routing, knobs(cfg, Kernel::kRouting, pdl, it),
+               routing::Workspace{workspace, workspace_bytes}, stream);
+  permute::run(l.permute, knobs(cfg, Kernel::kPermute, pdl, it), stream);
+  gemm::run(l.gemm1, knobs(cfg, Kernel::kGemm1, pdl, it), stream);
+  activation::run(l.act, knobs(cfg, Kernel::kActivation, pdl, it), stream);
+  gemm::run(l.gemm2, knobs(cfg, Kernel::kGemm2, pdl, it), stream);
+  finalize::run(l.fin, finalize_options(cfg, pdl, it), stream);
+  if (!checked)
+    return;
+  ChecksumParams c;
+  std::int64_t off = 0;
+  for (int b = 0; b < kNumBuffers; ++b) {
+    c.buf[b] = {static_cast<uint4 const*>(buf[b]), static_cast<std::int64_t>(buf_bytes[b] / 16)};
+    c.prefix[b] = off;
+    off += c.buf[b].chunks;
+  }
+  c.prefix[kNumBuffers] = off;
+  c.slots = slots + static_cast<std::size_t>(it) * kNumBuffers;
+  c.snapshot = cfg.metadata_before_wait
+                   ? snapshot + static_cast<std::int64_t>(it) * o.tokens * w->shape().top_k
+                   : nullptr;
+  c.expanded_to_permuted = l.routing.expanded_to_permuted;
+  c.expanded = o.tokens * w->shape().top_k;
+  c.stale = stale + it;
+  c.recorded = recorded + it;
+  launch_kernel(checksum_kernel, dim3(528), dim3(256), 0, stream, pdl, c);
+}
+
+cudaGraphExec_t ChainRunner::Impl::graph(ChainConfig const& cfg, bool pdl, bool checked) {
+  std::string const key =
+      describe(cfg) + (pdl ? " pdl=on" : " pdl=off") + (checked ? " checked" : " timing");
+  auto const found = graphs.find(key);
+  if (found != graphs.end())
+    return found->second;
+  if (graphs.size() >= 8) { // instantiated graphs of thousands of nodes: keep a few
+    for (auto& g : graphs)
+      MOEFIN_CUDA_CHECK(cudaGraphExecDestroy(g.second));
+    graphs.clear();
+  }
+  LayerParams const l0 = layer(0); // shape errors as InputError, before the capture starts
+  routing::validate(l0.routing);
+  permute::validate(l0.permute);
+  gemm::validate(l0.gemm1);
+  gemm::validate(l0.gemm2);
+  activation::validate(l0.act);
+  cudaGraph_t g = nullptr;
+  MOEFIN_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
+  stamping = checked && o.stamps;
+  try {
+    if (checked)
+      enqueue_fill();
+    for (int it = 0; it < o.iterations; ++it)
+      enqueue_layer(cfg, pdl, it, checked);
+  } catch (...) {
+    stamping = false;
+    cudaStreamEndCapture(stream, &g);
+    if (g)
+      cudaGraphDestroy(g);
+    throw;
+  }
+  stamping = false;
+  MOEFIN_CUDA_CHECK(cudaStreamEndCapture(stream, &g));
+  cudaGraphExec_t exec = nullptr;
+  cudaError_t const err = cudaGraphInstantiate(&exec, g, 0);
+  cudaGraphDestroy(g);
+  MOEFIN_CUDA_CHECK(err);
+  graphs[key] = exec;
+  return exec;
+}
+
+BatchResult ChainRunner::run_batch(ChainConfig const& cfg, bool pdl) {
+  Impl& d = *impl_;
+  cudaGraphExec_t const exec = d.graph(cfg, pdl, true);
+  MOEFIN_CUDA_CHECK(cudaGraphLaunch(exec, d.stream));
+  BatchResult r;
+  std::size_t const n = static_cast<std::size_t>(opt_.iterations);
+  r.slots.resize(n * kNumBuffers);
+  r.stale.resize(n);
+  r.recorded.resize(n);
+  MOEFIN_CUDA_CHECK(cudaMemcpyAsync(r.slots.data(), d.slots, r.slots.size() * 8,
+                                    cudaMemcpyDeviceToHost, d.stream));
+  MOEFIN_CUDA_CHECK(
+      cudaMemcpyAsync(r.stale.data(), d.stale, n * 4, cudaMemcpyDeviceToHost, d.stream));
+  MOEFIN_CUDA_CHECK(
+      cudaMemcpyAsync(r.recorded.data(), d.recorded, n * 4, cudaMemcpyDeviceToHost, d.stream));
+  MOEFIN_CUDA_CHECK(cudaStreamSynchronize(d.stream));
+  return r;
+}
+
+double ChainRunner::time_layers(ChainConfig const& cfg, bool pdl) {
+  Impl& d = *impl_;
+  cudaGraphExec_t const exec = d.graph(cfg, pdl, false);
+  MOEFIN_CUDA_CHECK(cudaEventRecord(d.ev0, d.stream));
+  MOEFIN_CUDA_CHECK(cudaGraphLaunch(exec, d.stream));
+  MOEFIN_CUDA_CHECK(cudaEventRecord(d.ev1, d.stream));
+  MOEFIN_CUDA_CHECK(cudaEventSynchronize(d.ev1));
+  float ms = 0;
+  MOEFIN_CUDA_CHECK(cudaEventElapsedTime(&ms, d.ev0, d.ev1));
+  return static_cast<double>(ms) * 1e3 / opt_.iterations;
+}
+
+std::vector<std::uint8_t> ChainRunner::download(Buffer b) const {
+  Impl const& d = *impl_;
+  int const i = static_cast<int>(b);
+  std::vector<std::uint8_t> h(d.buf_bytes[i]);
+  MOEFIN_CUDA_CHECK(cudaStreamSynchronize(d.stream));
+  MOEFIN_CUDA_CHECK(cudaMemcpy(h.data(), d.buf[i], h.size(), cudaMemcpyDeviceToHost));
+  return h;
+}
+
+std::vector<std::uint16_t> ChainRunner::hidden_states() const {
+  Impl const& d = *impl_;
+  std::vector<std::uint16_t> h(static_cast<std::size_t>(opt_.tokens * shape().hidden));
+  MOEFIN_CUDA_CHECK(cudaStreamSynchronize(d.stream));
+  MOEFIN_CUDA_CHECK(cudaMemcpy(h.data(), d.hidden, h.size() * 2, cudaMemcpyDeviceToHost));
+  return h;
+}
+
+Timeline ChainRunner::timeline() const {
+  Impl const& d = *impl_;
+  if (!opt_.stamps)
+    throw std::logic_error("timeline() needs RunnerOptions::stamps");
+  Timeline t;
+  MOEFIN_CUDA_CHECK(cudaStreamSynchronize(d.stream));
+  for (Kernel k : kAllKernels) {
+    int const i = static_cast<int>(k);
+    t.kernels.push_back(kernel_name(k));
+    std::vector<std::int64_t> h(static_cast<std::size_t>(d.stamp_ctas[i]) * 4);
+    MOEFIN_CUDA_CHECK(cudaMemcpy(h.data(), d.stamps[i], h.size() * 8, cudaMemcpyDeviceToHost));
+    for (std::int64_t c = 0; c < d.stamp_ctas[i]; ++c) {
+      std::int64_t const* row = h.data() + c * 4;
+      if (row[kStampStart] == -1)
+        continue;
+      t.kernel.push_back(i);
+      t.cta.push_back(c);
+      t.start_ns.push_back(row[kStampStart]);
+      t.wait_ns.push_back(row[kStampWait]);
+      t.trigger_ns.push_back(row[kStampTrigger]);
+      t.end_ns.push_back(row[kStampEnd]);
+    }
+  }
+  return t;
+}
+
+finalize::Variant ChainRunner::finalize_variant(ChainConfig const& cfg) const {
+  return finalize::select(impl_->layer(0).fin, impl_->finalize_options(cfg, true, 0));
+}
+
+} // namespace moefin::chain

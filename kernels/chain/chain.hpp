@@ -1,0 +1,134 @@
+#pragma once
+// The MoE layer chain on the GPU: routing -> permute -> GEMM1 -> activation -> GEMM2 ->
+// finalize, with the PDL knobs of core/chain_config.hpp. Host-visible header: no CUDA includes.
+//
+// A ChainRunner owns the device buffers of one (shape, T) and runs `iterations` layers inside
+// ONE CUDA graph replay, each layer on its own routing (the router scores of every iteration sit
+// in one device buffer; layer i's routing reads slice i), so that a stale read changes the
+// output. After every layer a checksum kernel (PDL secondary, waits at entry) hashes every
+// buffer of the layer into that iteration's slots and counts the pre-wait indices of finalize
+// that differ from what routing wrote. Nothing syncs with the host inside a batch.
+
+#include "core/chain_config.hpp"
+#include "kernels/finalize/finalize.hpp"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace moefin::chain {
+
+/// The buffers hashed per iteration, in chain order (the first differing one names a mismatch).
+enum class Buffer : std::int32_t {
+  kExpertIds = 0,
+  kExpertWeights,
+  kExpandedToPermuted,
+  kPermutedToToken,
+  kPermutedToExpanded,
+  kExpertCounts,
+  kExpertOffsets,
+  kCtaToExpert,
+  kTotalPaddedRows,
+  kPermuted,
+  kGemm1Out,
+  kActOut,
+  kGemm2Out,
+  kOut,
+};
+inline constexpr int kNumBuffers = 14;
+char const* buffer_name(Buffer b); // "expert_ids", ..., "out"
+/// Bytes of one element of buffer b as stored (4 for int32, 2 for bf16).
+int buffer_element_bytes(Buffer b);
+
+/// Random weights of one layer shape, generated on the device once (GBs): w1 [E, gemm1_n, H],
+/// w2 [E, H, I], bf16, uniform in +-[0.05, 1] / sqrt(k), never zero.
+class LayerWeights {
+public:
+  LayerWeights(LayerShape const& shape, std::uint64_t seed);
+  ~LayerWeights();
+  LayerWeights(LayerWeights const&) = delete;
+  LayerWeights& operator=(LayerWeights const&) = delete;
+
+  LayerShape const& shape() const { return shape_; }
+  void const* w1() const { return w1_; }
+  void const* w2() const { return w2_; }
+  std::size_t bytes() const;
+  /// Host copies of one expert's matrices (bf16 bits), for the reference chain.
+  std::vector<std::uint16_t> download_w1(std::int64_t expert) const;
+  std::vector<std::uint16_t> download_w2(std::int64_t expert) const;
+
+private:
+  LayerShape shape_;
+  void* w1_ = nullptr;
+  void* w2_ = nullptr;
+};
+
+struct RunnerOptions {
+  std::int64_t tokens = 1;
+  std::int64_t tile_m = 16;
+  int iterations = 256; // layers per graph replay
+  bool stamps = false;  // per-CTA stamps of every kernel of the last iteration
+  std::uint64_t hidden_seed = 1;
+};
+
+/// Per-iteration results of one replay, on the host.
+struct BatchResult {
+  std::vector<std::uint64_t> slots;   // [iterations][kNumBuffers] position-dependent hashes
+  std::vector<std::int32_t> stale;    // [iterations] pre-wait indices != routing's final ones
+  std::vector<std::int32_t> recorded; // [iterations] pre-wait indices finalize recorded
+  std::uint64_t slot(int it, Buffer b) const {
+    return slots[static_cast<std::size_t>(it) * kNumBuffers + static_cast<std::size_t>(b)];
+  }
+};
+
+/// Per-CTA stamps of one iteration (data/README.md "Timelines"); -1 where an event is missing.
+struct Timeline {
+  std::vector<std::string> kernels;
+  std::vector<std::int64_t> kernel, cta, start_ns, wait_ns, trigger_ns, end_ns;
+};
+
+class ChainRunner {
+public:
+  ChainRunner(LayerWeights const& weights, RunnerOptions const& opt);
+  ~ChainRunner();
+  ChainRunner(ChainRunner const&) = delete;
+  ChainRunner& operator=(ChainRunner const&) = delete;
+
+  int iterations() const { return opt_.iterations; }
+  std::int64_t tokens() const { return opt_.tokens; }
+  std::int64_t max_rows() const { return max_rows_; }
+  LayerShape const& shape() const { return weights_.shape(); }
+  LayerWeights const& weights() const { return weights_; }
+
+  /// The router scores of iteration i are those of seeds[i] (seeds.size() == iterations).
+  void set_routings(std::vector<std::uint64_t> const& seeds);
+  std::vector<std::uint64_t> const& routings() const { return seeds_; }
+
+  /// Replays the checked graph of `cfg` (built on first use) with PDL on or off.
+  BatchResult run_batch(ChainConfig const& cfg, bool pdl);
+
+  /// Median-free single sample: microseconds per layer of one replay of the timing graph (the
+  /// layers back to back, no checksum), PDL on or off.
+  double time_layers(ChainConfig const& cfg, bool pdl);
+
+  /// Host copy of buffer b as it is now (after the last replay: the last iteration's values).
+  std::vector<std::uint8_t> download(Buffer b) const;
+  std::vector<std::uint16_t> hidden_states() const;
+  /// Stamps of the last iteration of the last run_batch (needs RunnerOptions::stamps).
+  Timeline timeline() const;
+
+  /// The finalize variant the chain launches under `cfg`.
+  finalize::Variant finalize_variant(ChainConfig const& cfg) const;
+
+private:
+  struct Impl;
+  LayerWeights const& weights_;
+  RunnerOptions opt_;
+  std::int64_t max_rows_ = 0;
+  std::vector<std::uint64_t> seeds_;
+  std::unique_ptr<Impl> impl_;
+};
+
+} // namespace moefin::chain

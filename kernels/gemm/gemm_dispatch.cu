@@ -1,0 +1,60 @@
+// gemm::run: validation, tile_m as a template parameter, and launch.
+
+#include "core/cli.hpp"
+#include "kernels/gemm/gemm_kernels.cuh"
+
+namespace moefin::gemm {
+
+void validate(GroupedGemmParams const& p) {
+  cli::check_multiple("gemm n", p.n, Policy::kTileN);
+  cli::check_multiple("gemm k", p.k, Policy::kStepK);
+  if (p.tile_m != 16 && p.tile_m != 32 && p.tile_m != 64 && p.tile_m != 128)
+    throw InputError("gemm tile_m: value " + std::to_string(p.tile_m) +
+                     " not one of {16, 32, 64, 128}");
+  cli::check_multiple("gemm max_rows (a multiple of tile_m)", p.max_rows, p.tile_m);
+  cli::check_range<std::int64_t>("gemm ldc", p.ldc, p.n, 1 << 20);
+  cli::check_multiple("gemm ldc", p.ldc, 2);
+  cli::check_range<std::int64_t>("gemm num_local_experts", p.num_local_experts, 1, 1 << 16);
+  if (!p.a || !p.b || !p.c || !p.cta_to_expert || !p.total_padded_rows)
+    throw InputError("gemm: a buffer pointer is null");
+}
+
+std::int64_t num_ctas(GroupedGemmParams const& p) {
+  return (p.n / Policy::kTileN) * (p.max_rows / p.tile_m);
+}
+
+void run(GroupedGemmParams const& p, PdlKnobs const& knobs, Stream stream) {
+  validate(p);
+  dim3 const grid(static_cast<unsigned>(p.n / Policy::kTileN),
+                  static_cast<unsigned>(p.max_rows / p.tile_m));
+  PdlDevice const k = pdl_device(knobs, Trigger::kExit);
+  auto launch = [&](auto kernel) {
+    launch_kernel(kernel, grid, dim3(Policy::kThreads), 0, stream, knobs.pdl, p, k);
+  };
+  switch (p.tile_m) {
+  case 16:
+    launch(grouped_gemm_kernel<1>);
+    break;
+  case 32:
+    launch(grouped_gemm_kernel<2>);
+    break;
+  case 64:
+    launch(grouped_gemm_kernel<4>);
+    break;
+  default:
+    launch(grouped_gemm_kernel<8>);
+    break;
+  }
+}
+
+void fill_random_bf16(void* dst, std::int64_t n, std::uint64_t seed, float lo, float hi,
+                      float scale, Stream stream) {
+  if (n <= 0)
+    return;
+  std::int64_t const blocks = std::min<std::int64_t>((n + 255) / 256, 132 * 16);
+  fill_random_bf16_kernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(
+      static_cast<__nv_bfloat16*>(dst), n, seed, lo, hi, scale);
+  MOEFIN_CUDA_CHECK_LAUNCH();
+}
+
+} // namespace moefin::gemm

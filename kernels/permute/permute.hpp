@@ -1,0 +1,29 @@
+#pragma once
+// permute::run — gathers hidden states into the permuted order (padding rows as zeros).
+// Host-visible header: no CUDA includes.
+//
+// PDL: Trigger::kDefault = at entry, then the wait (the seed's permute kernel); every read of
+// routing output (permuted_to_token, total_padded_rows) follows the wait.
+
+#include "kernels/common/pdl_knobs.hpp"
+#include "kernels/permute/permute_params.hpp"
+
+#include <cstdint>
+
+struct CUstream_st;
+
+namespace moefin::permute {
+
+using Stream = CUstream_st*;
+
+struct Policy {
+  static constexpr int kThreads = 256;
+  static constexpr int kRowsPerCta = 4;
+};
+
+/// Throws InputError: hidden a multiple of 8 (128-bit rows), sizes positive, pointers set.
+void validate(PermuteParams const& p);
+std::int64_t num_ctas(PermuteParams const& p);
+void run(PermuteParams const& p, PdlKnobs const& knobs, Stream stream);
+
+} // namespace moefin::permute

@@ -1,0 +1,160 @@
+// The layer chain end to end on a small shape (gpu label): PDL on and off bitwise equal for the
+// race-free presets, the output within tolerance of the Kokkos reference, the benchmark race
+// visible, replays deterministic, and stamps in the order the knobs ask for.
+#include "tests/gpu_main.hpp"
+
+#include "core/rng.hpp"
+#include "experiments/chain_run.hpp"
+#include "kernels/chain/chain.hpp"
+#include "reference/kokkos_env.hpp"
+
+using namespace moefin;
+using namespace moefin::chain;
+
+namespace {
+
+struct Kokkos {
+  reference::KokkosSession session;
+};
+BOOST_TEST_GLOBAL_FIXTURE(Kokkos);
+
+LayerShape small_shape() {
+  return parse_shape("H512/I256/E32/top-6");
+}
+
+std::vector<std::uint64_t> seeds_for(LayerShape const& s, std::int64_t T, int n, int offset = 0) {
+  std::vector<std::uint64_t> v(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i)
+    v[static_cast<std::size_t>(i)] = routing_seed(2026, s, T, offset + i);
+  return v;
+}
+
+chain_run::Series series(ChainRunner& r, ChainConfig const& cfg) {
+  chain_run::Series s;
+  auto const off = r.run_batch(cfg, false);
+  auto const on = r.run_batch(cfg, true);
+  chain_run::add_batch(s, on, off, r.routings());
+  return s;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(race_free_presets_are_bitwise_equal_with_and_without_pdl) {
+  LayerShape const s = small_shape();
+  LayerWeights const w(s, 7);
+  for (std::int64_t T : {1, 4, 17}) {
+    RunnerOptions o;
+    o.tokens = T;
+    o.iterations = 64;
+    ChainRunner r(w, o);
+    r.set_routings(seeds_for(s, T, 64));
+    for (Preset p : {Preset::kSeedBefore, Preset::kSeedAfter, Preset::kSafe}) {
+      for (std::int64_t delay : {0, 25000}) {
+        ChainConfig cfg = preset_config(p);
+        cfg.at(Kernel::kRouting).delay_ns = delay;
+        auto const x = series(r, cfg);
+        BOOST_TEST(x.mismatches == 0, preset_name(p) << " T=" << T << " delay " << delay
+                                                     << ": first buffer " << x.first_buffer);
+        BOOST_TEST(x.stale == 0, preset_name(p) << " T=" << T);
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(output_matches_the_kokkos_reference) {
+  for (std::string name : {"H512/I256/E32/top-6", "H256/I128/E40/top-8/relu2"}) {
+    LayerShape const s = parse_shape(name);
+    LayerWeights const w(s, 8);
+    for (std::int64_t T : {1, 5, 20}) {
+      RunnerOptions o;
+      o.tokens = T;
+      o.iterations = 3;
+      o.hidden_seed = 9;
+      ChainRunner r(w, o);
+      r.set_routings(seeds_for(s, T, 3));
+      r.run_batch(preset_config(Preset::kSeedAfter), true);
+      auto const bytes = r.download(Buffer::kOut);
+      auto const ref = chain_run::reference_output(w, T, r.routings().back(), r.hidden_states());
+      double const err = chain_run::max_rel_err(
+          reinterpret_cast<std::uint16_t const*>(bytes.data()), ref.data(), ref.size());
+      BOOST_TEST(err <= 1e-2, name << " T=" << T << ": max error " << err << " of the peak");
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(benchmark_cell_makes_the_race_visible) {
+  LayerShape const s = small_shape();
+  LayerWeights const w(s, 7);
+  RunnerOptions o;
+  o.tokens = 4;
+  o.iterations = 100;
+  ChainRunner r(w, o);
+  r.set_routings(seeds_for(s, 4, 100));
+  ChainConfig cfg = preset_config(Preset::kSeedAfter);
+  for (Kernel k : kBetweenKernels)
+    cfg.at(k).trigger = Trigger::kEntry;
+  cfg.at(Kernel::kRouting).delay_ns = 25000;
+  auto const x = series(r, cfg);
+  BOOST_TEST_MESSAGE("benchmark cell: " << x.mismatches << "/100 mismatches, " << x.stale_iterations
+                                        << " iterations with stale reads");
+  BOOST_TEST(x.mismatches >= 50);
+  BOOST_TEST(x.stale_iterations >= 50);
+  BOOST_TEST(x.first_buffer == static_cast<int>(Buffer::kOut));
+  // The same cell with metadata read after the wait is race-free.
+  cfg.metadata_before_wait = false;
+  BOOST_TEST(series(r, cfg).mismatches == 0);
+}
+
+BOOST_AUTO_TEST_CASE(same_routings_give_the_same_hashes_and_new_routings_change_them) {
+  LayerShape const s = small_shape();
+  LayerWeights const w(s, 7);
+  RunnerOptions o;
+  o.tokens = 4;
+  o.iterations = 8;
+  ChainRunner r(w, o);
+  r.set_routings(seeds_for(s, 4, 8));
+  ChainConfig const cfg = preset_config(Preset::kSafe);
+  auto const a = r.run_batch(cfg, false);
+  auto const b = r.run_batch(cfg, false);
+  BOOST_TEST(a.slots == b.slots, boost::test_tools::per_element());
+  for (int it = 1; it < 8; ++it) // consecutive iterations have different routings
+    BOOST_TEST(a.slot(it, Buffer::kExpandedToPermuted) !=
+               a.slot(it - 1, Buffer::kExpandedToPermuted));
+  r.set_routings(seeds_for(s, 4, 8, 8));
+  auto const c = r.run_batch(cfg, false);
+  BOOST_TEST(c.slot(0, Buffer::kOut) != a.slot(0, Buffer::kOut));
+  auto const rep = chain_run::replay(w, o, cfg, seeds_for(s, 4, 1)[0], 2);
+  BOOST_TEST(!rep.reproduced, rep.detail);
+}
+
+BOOST_AUTO_TEST_CASE(stamps_follow_the_trigger_placements) {
+  LayerShape const s = small_shape();
+  LayerWeights const w(s, 7);
+  RunnerOptions o;
+  o.tokens = 4;
+  o.iterations = 2;
+  o.stamps = true;
+  ChainRunner r(w, o);
+  r.set_routings(seeds_for(s, 4, 2));
+  ChainConfig cfg = preset_config(Preset::kSeedAfter);
+  cfg.at(Kernel::kGemm1).trigger = Trigger::kAfterWrites;
+  r.run_batch(cfg, true);
+  Timeline const t = r.timeline();
+  BOOST_TEST(t.kernels.size() == 6u);
+  std::vector<int> ctas(6, 0);
+  for (std::size_t i = 0; i < t.kernel.size(); ++i) {
+    int const k = static_cast<int>(t.kernel[i]);
+    ++ctas[static_cast<std::size_t>(k)];
+    BOOST_TEST(t.start_ns[i] <= t.wait_ns[i]);
+    BOOST_TEST(t.wait_ns[i] <= t.end_ns[i]);
+    Trigger const trig = cfg.trigger(static_cast<Kernel>(k));
+    if (trig == Trigger::kExit)
+      BOOST_TEST(t.trigger_ns[i] == -1, t.kernels[static_cast<std::size_t>(k)]);
+    else if (trig == Trigger::kEntry)
+      BOOST_TEST(t.trigger_ns[i] <= t.wait_ns[i]);
+    else if (trig == Trigger::kAfterWait || trig == Trigger::kAfterWrites)
+      BOOST_TEST(t.trigger_ns[i] >= t.wait_ns[i]);
+  }
+  for (int k = 0; k < 6; ++k)
+    BOOST_TEST(ctas[static_cast<std::size_t>(k)] > 0, t.kernels[static_cast<std::size_t>(k)]);
+}

@@ -1,0 +1,246 @@
+#define BOOST_TEST_MODULE chain_tables
+#include <boost/test/unit_test.hpp>
+
+#include "core/errors.hpp"
+#include "core/h5store.hpp"
+#include "experiments/chain_run.hpp"
+#include "experiments/chain_tables.hpp"
+
+#include <unistd.h>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+using namespace moefin;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TempDir {
+  fs::path path = fs::temp_directory_path() / ("moefin_chain_" + std::to_string(::getpid()));
+  TempDir() { fs::create_directories(path); }
+  ~TempDir() { fs::remove_all(path); }
+  std::string file(char const* n) const { return (path / n).string(); }
+};
+
+std::string published() {
+  return std::string(MOEFIN_SOURCE_DIR) + "/data/published";
+}
+
+/// A /layer_sweep with the 4 configurations of two (shape, T) cells; times are made up so that
+/// new finalize is 1.05x and seed-after 1.02x.
+void write_layer_file(std::string const& path) {
+  auto f = h5::ResultWriter::create(path, h5::collect_provenance(1));
+  auto t = f.table("layer_sweep", chain_tables::layer_columns());
+  for (std::int64_t T : {1, 8})
+    for (std::string fin : {"new", "previous"})
+      for (std::string pl : {"seed-after", "seed-before"}) {
+        double us = 100.0 * (fin == "new" ? 1.0 / 1.05 : 1.0) * (pl == "seed-after" ? 1 / 1.02 : 1);
+        h5::Row r;
+        r.set("shape", "H2048/I1280/E512/top-22/relu2")
+            .set("H", 2048)
+            .set("I", 1280)
+            .set("E", 512)
+            .set("K", 22)
+            .set("activation", "relu2")
+            .set("T", T)
+            .set("finalize", fin)
+            .set("placement", pl)
+            .set("finalize_kernel", "small_batch")
+            .set("tile_m", 16)
+            .set("layers", 16)
+            .set("median_us", us)
+            .set("min_us", us * 0.99)
+            .set("q1_us", us)
+            .set("q3_us", us)
+            .set("max_us", us)
+            .set("rounds", 9)
+            .set("speedup_finalize", fin == "new" ? 1.05 : 1.0)
+            .set("speedup_finalize_lo", fin == "new" ? 1.04 : 1.0)
+            .set("speedup_finalize_hi", fin == "new" ? 1.06 : 1.0)
+            .set("speedup_placement", pl == "seed-after" ? 1.02 : 1.0)
+            .set("speedup_placement_lo", 1.0)
+            .set("speedup_placement_hi", 1.03);
+        t.append("T=" + std::to_string(T) + fin + pl, r, {us, us});
+      }
+}
+
+struct Result {
+  int status = -1;
+  std::string out;
+};
+
+Result run(std::string const& args) {
+  std::string const cmd = std::string(MOEFIN_BINARY) + " " + args + " 2>&1";
+  Result r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  BOOST_REQUIRE(p != nullptr);
+  std::array<char, 4096> buf{};
+  std::size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0)
+    r.out.append(buf.data(), n);
+  int const st = ::pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return r;
+}
+
+bool contains(std::string const& s, std::string const& sub) {
+  return s.find(sub) != std::string::npos;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(published_tables_are_read_with_their_gaps) {
+  auto const w = chain_tables::read_published(published() + "/whole_op_speedup.csv");
+  BOOST_TEST(w.size() == 54u);
+  int gaps = 0;
+  for (auto const& p : w)
+    gaps += p.speedup == 0;
+  BOOST_TEST(gaps == 3); // top-8 64/128 Rubin, top-16 128 Rubin
+  auto const o = chain_tables::read_published(published() + "/pdl_ordering_speedup.csv");
+  BOOST_TEST(o.size() == 8u);
+  BOOST_CHECK_THROW(chain_tables::read_published(published() + "/missing.csv"), FileError);
+}
+
+BOOST_AUTO_TEST_CASE(layer_tables_print_measured_beside_published) {
+  TempDir d;
+  write_layer_file(d.file("layer.h5"));
+  h5::ResultReader r(d.file("layer.h5"));
+  std::ostringstream os;
+  chain_tables::print_layer_tables(r.read_table("layer_sweep"), published(), os);
+  std::string const s = os.str();
+  BOOST_TEST(contains(s, "new finalize vs previous"), s);
+  BOOST_TEST(contains(s, "1.050x [1.040, 1.060]"), s);
+  BOOST_TEST(contains(s, "1.085x"), s); // GB200 top-22 at 1 token, published
+  BOOST_TEST(contains(s, "1.058x"), s); // Rubin top-22 ordering at 1 token
+  BOOST_TEST(contains(s, "1.020x"), s);
+  // The same through the command line, without a GPU.
+  auto const c = run("sweep layer --print " + d.file("layer.h5") + " --published " + published());
+  BOOST_TEST(c.status == 0, c.out);
+  BOOST_TEST(contains(c.out, "1.050x [1.040, 1.060]"), c.out);
+}
+
+BOOST_AUTO_TEST_CASE(race_matrix_prints_one_cell_per_meta_and_delay) {
+  TempDir d;
+  {
+    auto f = h5::ResultWriter::create(d.file("race.h5"), h5::collect_provenance(1));
+    auto t = f.table("race_matrix", chain_tables::race_columns());
+    int n = 0;
+    for (std::string meta : {"before", "after"})
+      for (std::int64_t delay : {0, 25000}) {
+        h5::Row r;
+        bool const race = meta == "before" && delay > 0;
+        r.set("shape", "H6144/I512/E256/top-8")
+            .set("T", 4)
+            .set("preset", "all-early")
+            .set("triggers", "permute=entry,gemm1=entry,act=entry,gemm2=entry")
+            .set("meta", meta)
+            .set("delay_ns", delay)
+            .set("delayed_kernel", delay ? "routing" : "none")
+            .set("finalize", "small_batch")
+            .set("iterations", 200)
+            .set("mismatches", race ? 197 : 0)
+            .set("stale_reads", race ? 1500 : 0)
+            .set("stale_iterations", race ? 198 : 0)
+            .set("recorded_reads", 6400)
+            .set("first_buffer", race ? "out" : "")
+            .set("verifier", "unknown");
+        t.append("k" + std::to_string(n++), r);
+      }
+  }
+  auto const c = run("race --print " + d.file("race.h5"));
+  BOOST_TEST(c.status == 0, c.out);
+  BOOST_TEST(contains(c.out, "meta=before d=25000"), c.out);
+  BOOST_TEST(contains(c.out, "197/200 s198"), c.out);
+  BOOST_TEST(contains(c.out, "0/200 s0"), c.out);
+  BOOST_TEST(contains(c.out, "197/200 iterations mismatch (98.5%"), c.out);
+}
+
+BOOST_AUTO_TEST_CASE(equivalence_table_prints_mismatch_location) {
+  TempDir d;
+  {
+    auto f = h5::ResultWriter::create(d.file("eq.h5"), h5::collect_provenance(1));
+    auto t = f.table("equivalence", chain_tables::equivalence_columns());
+    h5::Row r;
+    r.set("shape", "H6144/I512/E256/top-8")
+        .set("T", 4)
+        .set("preset", "all-early")
+        .set("overrides", "")
+        .set("delay_ns", 25000)
+        .set("delayed_kernel", "routing")
+        .set("finalize", "small_batch")
+        .set("tile_m", 16)
+        .set("routings", 1000)
+        .set("mismatches", 990)
+        .set("first_buffer", "out")
+        .set("first_index", 517)
+        .set("first_seed", "12345")
+        .set("stale_reads", 9000)
+        .set("recorded_reads", 32000)
+        .set("ref_checks", 1)
+        .set("max_rel_err", 0.0031)
+        .set("tolerance", 0.01)
+        .set("routings_per_s", 812.0);
+    t.append("a", r);
+  }
+  auto const c = run("equivalence --print " + d.file("eq.h5"));
+  BOOST_TEST(c.status == 0, c.out);
+  BOOST_TEST(contains(c.out, "first: out[517] seed 12345"), c.out);
+  BOOST_TEST(contains(c.out, "25000ns@routing"), c.out);
+  BOOST_TEST(contains(c.out, "0.00310"), c.out);
+}
+
+BOOST_AUTO_TEST_CASE(bad_command_lines_exit_2_naming_the_flag) {
+  auto const a = run("equivalence --tokens 0");
+  BOOST_TEST(a.status == 2, a.out);
+  BOOST_TEST(contains(a.out, "--tokens"), a.out);
+  auto const b = run("race --triggers most");
+  BOOST_TEST(b.status == 2, b.out);
+  BOOST_TEST(contains(b.out, "--triggers"), b.out);
+  auto const c = run("equivalence --set gemm1.trigger=soon");
+  BOOST_TEST(c.status == 2, c.out);
+  BOOST_TEST(contains(c.out, "--set"), c.out);
+  auto const e = run("sweep layer --shapes top-9");
+  BOOST_TEST(e.status == 2, e.out);
+  BOOST_TEST(contains(e.out, "--shapes"), e.out);
+  auto const f = run("equivalence --print /nonexistent/eq.h5");
+  BOOST_TEST(f.status == 1, f.out);
+  BOOST_TEST(contains(f.out, "/nonexistent/eq.h5"), f.out);
+}
+
+BOOST_AUTO_TEST_CASE(race_describe_prints_the_chain_without_a_gpu) {
+  auto const r = run("race --presets seed-after --meta before --delays 25000 --describe");
+  BOOST_TEST(r.status == 0, r.out);
+  BOOST_TEST(contains(r.out, "(benchmark)"), r.out);
+  BOOST_TEST(contains(r.out, "\"reads_before_wait\""), r.out);
+}
+
+BOOST_AUTO_TEST_CASE(slot_comparison_names_the_first_differing_buffer) {
+  chain::BatchResult a, b;
+  a.slots.assign(2 * chain::kNumBuffers, 7);
+  b.slots = a.slots;
+  a.stale = b.stale = {0, 3};
+  a.recorded = b.recorded = {32, 32};
+  b.slots[1 * chain::kNumBuffers + static_cast<int>(chain::Buffer::kOut)] = 8;
+  b.slots[1 * chain::kNumBuffers + static_cast<int>(chain::Buffer::kGemm2Out)] = 9;
+  BOOST_TEST(chain_run::first_difference(a, b, 0) == -1);
+  BOOST_TEST(chain_run::first_difference(a, b, 1) == static_cast<int>(chain::Buffer::kGemm2Out));
+  chain_run::Series s;
+  chain_run::add_batch(s, a, b, {11, 22});
+  BOOST_TEST(s.mismatches == 1);
+  BOOST_TEST(s.first_seed == 22u);
+  BOOST_TEST(s.stale == 3);
+  BOOST_TEST(s.stale_iterations == 1);
+  BOOST_TEST(s.recorded == 64);
+  BOOST_TEST(chain_run::parse_seed("--replay", "0x10") == 16u);
+  BOOST_CHECK_THROW(chain_run::parse_seed("--replay", "-3"), InputError);
+  std::uint16_t const x[2] = {0x3f80, 0x4000}, y[2] = {0x3f80, 0x4001};
+  BOOST_TEST(chain_run::max_rel_err(x, y, 2) > 0.0);
+  BOOST_TEST(chain_run::max_rel_err(x, y, 2) < 0.01);
+  std::uint16_t const nan[2] = {0x7fc1, 0x4000};
+  BOOST_TEST(std::isinf(chain_run::max_rel_err(nan, y, 2)));
+}
