@@ -13,7 +13,7 @@ void validate(ActivationParams const& p) {
 }
 
 std::int64_t num_ctas(ActivationParams const& p) {
-  return (p.max_rows + Policy::kRowsPerCta - 1) / Policy::kRowsPerCta;
+  return resident_grid(p.max_rows, Policy::kCtasPerSm);
 }
 
 void run(ActivationParams const& p, PdlKnobs const& knobs, Stream stream) {

@@ -1,6 +1,6 @@
 #pragma once
-// Activation kernel: one CTA per kRowsPerCta rows, 8 bf16 per thread and step, fp32 math, one
-// rounding at the store.
+// Activation kernel: a resident grid striding over the rows, 8 bf16 per thread and step, fp32 math,
+// one rounding at the store.
 
 #include "kernels/activation/activation.hpp"
 #include "kernels/common/pdl_stage.cuh"
@@ -32,10 +32,8 @@ template <Type kType> __global__ void activation_kernel(ActivationParams p, PdlD
   std::int64_t const vec = p.inter / 8;
   auto const* in = static_cast<__nv_bfloat16 const*>(p.in);
   auto* out = static_cast<__nv_bfloat16*>(p.out);
-  for (int i = 0; i < Policy::kRowsPerCta; ++i) {
-    std::int64_t const row = static_cast<std::int64_t>(blockIdx.x) * Policy::kRowsPerCta + i;
-    if (row >= total || row >= p.max_rows)
-      break;
+  std::int64_t const rows = std::min<std::int64_t>(total, p.max_rows);
+  for (std::int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     for (std::int64_t c = threadIdx.x; c < vec; c += blockDim.x) {
       uint4 const g = *reinterpret_cast<uint4 const*>(in + row * in_cols + c * 8);
       uint4 u = g;

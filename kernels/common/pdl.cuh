@@ -6,6 +6,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 
 namespace moefin {
@@ -41,6 +42,27 @@ __device__ __forceinline__ void spin_ns(std::int64_t ns) {
   std::uint64_t const start = global_timer_ns();
   while (global_timer_ns() - start < static_cast<std::uint64_t>(ns)) {
   }
+}
+
+/// Multiprocessors of the current device (queried once per device).
+inline int device_sm_count() {
+  int dev = 0;
+  MOEFIN_CUDA_CHECK(cudaGetDevice(&dev));
+  static int cached_dev = -1, cached = 0;
+  if (dev != cached_dev) {
+    MOEFIN_CUDA_CHECK(cudaDeviceGetAttribute(&cached, cudaDevAttrMultiProcessorCount, dev));
+    cached_dev = dev;
+  }
+  return cached;
+}
+
+/// A grid whose CTAs are all resident at once (at most `per_sm` per multiprocessor), for kernels
+/// that loop over their work. A trigger takes effect once *every* CTA of the grid has executed
+/// it; a grid larger than one wave whose first CTAs block in the grid-dependency wait cannot
+/// trigger before its primary completes, whatever the placement says.
+inline unsigned resident_grid(std::int64_t work, int per_sm) {
+  std::int64_t const cap = static_cast<std::int64_t>(device_sm_count()) * per_sm;
+  return static_cast<unsigned>(std::max<std::int64_t>(1, std::min(work, cap)));
 }
 
 /// Launches `kernel` with cudaLaunchKernelEx, PDL attribute on or off, and checks the launch.

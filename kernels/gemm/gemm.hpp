@@ -22,6 +22,8 @@ struct Policy {
   static constexpr int kThreads = 128; // 4 warps
   static constexpr int kTileN = 64;    // columns per CTA
   static constexpr int kStepK = 32;    // k per 128-bit load
+  static constexpr int kCtasPerSm =
+      2; // persistent grid: one resident wave, room for the rest of the chain
 };
 
 /// Throws InputError: n a multiple of 64, k of 32, tile_m in {16, 32, 64, 128}, max_rows a

@@ -20,13 +20,12 @@ void validate(GroupedGemmParams const& p) {
 }
 
 std::int64_t num_ctas(GroupedGemmParams const& p) {
-  return (p.n / Policy::kTileN) * (p.max_rows / p.tile_m);
+  return resident_grid((p.n / Policy::kTileN) * (p.max_rows / p.tile_m), Policy::kCtasPerSm);
 }
 
 void run(GroupedGemmParams const& p, PdlKnobs const& knobs, Stream stream) {
   validate(p);
-  dim3 const grid(static_cast<unsigned>(p.n / Policy::kTileN),
-                  static_cast<unsigned>(p.max_rows / p.tile_m));
+  dim3 const grid(static_cast<unsigned>(num_ctas(p)));
   PdlDevice const k = pdl_device(knobs, Trigger::kExit);
   auto launch = [&](auto kernel) {
     launch_kernel(kernel, grid, dim3(Policy::kThreads), 0, stream, knobs.pdl, p, k);

@@ -39,11 +39,18 @@ __global__ void __launch_bounds__(Policy::kThreads)
   int const lane = threadIdx.x & 31;
   int const warp = threadIdx.x >> 5;
   int const g = lane >> 2, q = lane & 3;
-  std::int64_t const row0 = static_cast<std::int64_t>(blockIdx.y) * (16 * kM);
-  std::int64_t const total = *p.total_padded_rows;
-  std::int32_t const expert = row0 < total ? p.cta_to_expert[blockIdx.y] : -1;
-  if (expert >= 0 && expert < p.num_local_experts) {
-    std::int64_t const col0 = static_cast<std::int64_t>(blockIdx.x) * Policy::kTileN + warp * 16;
+  std::int64_t const total = std::min<std::int64_t>(*p.total_padded_rows, p.max_rows);
+  std::int64_t const col_tiles = p.n / Policy::kTileN;
+  std::int64_t const work = col_tiles * (total / (16 * kM));
+  // Persistent: the grid is one resident wave (see resident_grid); CTAs stride over the work
+  // items of the rows routing actually produced, column tiles of one row tile adjacent.
+  for (std::int64_t w = blockIdx.x; w < work; w += gridDim.x) {
+    std::int64_t const row_tile = w / col_tiles;
+    std::int64_t const row0 = row_tile * (16 * kM);
+    std::int32_t const expert = p.cta_to_expert[row_tile];
+    if (expert < 0 || expert >= p.num_local_experts)
+      continue;
+    std::int64_t const col0 = (w % col_tiles) * Policy::kTileN + warp * 16;
     auto const* a = static_cast<__nv_bfloat16 const*>(p.a);
     auto const* b = static_cast<__nv_bfloat16 const*>(p.b) + expert * p.n * p.k;
     __nv_bfloat16 const* b_row[2] = {b + (col0 + g) * p.k + 8 * q,

@@ -2,7 +2,8 @@
 // Grouped GEMM over the permuted rows: rows of expert e (a tile-padded group) times that expert's
 // weight matrix. bf16 inputs, fp32 accumulation, bf16 output. Shared by the CUDA kernel and the
 // Kokkos reference. Host-visible, no CUDA headers.
-//   GEMM1 (gate/up): k = hidden, n = 2 * inter (SwiGLU: gate columns [0, inter), up [inter, 2 inter))
+//   GEMM1 (gate/up): k = hidden, n = 2 * inter (SwiGLU: gate columns [0, inter), up [inter, 2
+//   inter))
 //                    or n = inter (ReLU^2, no gate)
 //   GEMM2 (down):    k = inter,  n = hidden  (writes gemm2Out, the finalize input)
 

@@ -18,7 +18,7 @@ using Stream = CUstream_st*;
 
 struct Policy {
   static constexpr int kThreads = 256;
-  static constexpr int kRowsPerCta = 4;
+  static constexpr int kCtasPerSm = 2; // grid-stride over rows in one resident wave
 };
 
 /// Throws InputError: hidden a multiple of 8 (128-bit rows), sizes positive, pointers set.

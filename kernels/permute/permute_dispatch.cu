@@ -14,7 +14,7 @@ void validate(PermuteParams const& p) {
 }
 
 std::int64_t num_ctas(PermuteParams const& p) {
-  return (p.max_rows + Policy::kRowsPerCta - 1) / Policy::kRowsPerCta;
+  return resident_grid(p.max_rows, Policy::kCtasPerSm);
 }
 
 void run(PermuteParams const& p, PdlKnobs const& knobs, Stream stream) {

@@ -7,9 +7,9 @@
 namespace moefin::permute {
 
 struct PermuteParams {
-  void const* hidden_states = nullptr;              // bf16 [num_tokens, hidden]
-  std::int32_t const* permuted_to_token = nullptr;  // [max_rows]; -1 on padding rows
-  std::int32_t const* total_padded_rows = nullptr;  // [1], written by routing
+  void const* hidden_states = nullptr;             // bf16 [num_tokens, hidden]
+  std::int32_t const* permuted_to_token = nullptr; // [max_rows]; -1 on padding rows
+  std::int32_t const* total_padded_rows = nullptr; // [1], written by routing
   void* permuted = nullptr; // bf16 [max_rows, hidden]; padding rows written as zeros so that
                             // every GEMM input element is defined (bitwise comparisons)
   std::int64_t num_tokens = 0;
