@@ -74,6 +74,8 @@ int race(cli::Args const& args) {
       "overrides applied to every cell")("iterations", po::value<int>()->default_value(200),
                                          "routings per cell (one CUDA graph replay), 2..4096")(
       "tile-m", po::value<std::int64_t>()->default_value(16), "GEMM row tile")(
+      "launch", po::value<std::string>()->default_value("graph"),
+      "graph: each cell's iterations in one CUDA graph replay; stream: plain stream launches")(
       "stamps", "record the timelines of the benchmark cells and of each preset's own cell")(
       "describe", "print each cell's chain description (JSON) and exit; no GPU needed")(
       "print", po::value<std::string>(), "print the /race_matrix table of FILE and exit");
@@ -142,6 +144,10 @@ int race(cli::Args const& args) {
   ro.tile_m = tile_m;
   ro.iterations = iterations;
   ro.stamps = stamps;
+  std::string const launch = vm["launch"].as<std::string>();
+  cli::check_choice("--launch", launch, {"graph", "stream"});
+  ro.stream_launch = launch == "stream";
+  file.set_attr("/", "launch", launch); // a file holds one launch mode: keys do not name it
   ro.hidden_seed = Rng::mix(chain::weight_seed(seed, shape), 3);
   chain::ChainRunner runner(weights, ro);
   std::vector<std::uint64_t> seeds(static_cast<std::size_t>(iterations));

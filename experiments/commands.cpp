@@ -22,6 +22,8 @@ std::vector<Command> const& commands() {
       {"race", "layer chain: the race matrix of PDL trigger placements and delays", cmd::race},
       {"sweep layer", "layer chain: whole-layer time, new vs previous finalize and placements",
        cmd::sweep_layer},
+      {"pdl-probe", "producer/middle/consumer chains of DESIGN.md 3: stale reads on this GPU",
+       cmd::pdl_probe},
   };
   return list;
 }

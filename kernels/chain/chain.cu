@@ -471,8 +471,18 @@ cudaGraphExec_t ChainRunner::Impl::graph(ChainConfig const& cfg, bool pdl, bool 
 
 BatchResult ChainRunner::run_batch(ChainConfig const& cfg, bool pdl) {
   Impl& d = *impl_;
-  cudaGraphExec_t const exec = d.graph(cfg, pdl, true);
-  MOEFIN_CUDA_CHECK(cudaGraphLaunch(exec, d.stream));
+  if (opt_.stream_launch) {
+    LayerParams const l0 = d.layer(0);
+    routing::validate(l0.routing);
+    d.stamping = opt_.stamps;
+    d.enqueue_fill();
+    for (int it = 0; it < opt_.iterations; ++it)
+      d.enqueue_layer(cfg, pdl, it, true);
+    d.stamping = false;
+  } else {
+    cudaGraphExec_t const exec = d.graph(cfg, pdl, true);
+    MOEFIN_CUDA_CHECK(cudaGraphLaunch(exec, d.stream));
+  }
   BatchResult r;
   std::size_t const n = static_cast<std::size_t>(opt_.iterations);
   r.slots.resize(n * kNumBuffers);

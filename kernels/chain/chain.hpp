@@ -68,8 +68,9 @@ private:
 struct RunnerOptions {
   std::int64_t tokens = 1;
   std::int64_t tile_m = 16;
-  int iterations = 256; // layers per graph replay
-  bool stamps = false;  // per-CTA stamps of every kernel of the last iteration
+  int iterations = 256;       // layers per graph replay
+  bool stamps = false;        // per-CTA stamps of every kernel of the last iteration
+  bool stream_launch = false; // checked runs as plain stream launches instead of one graph replay
   std::uint64_t hidden_seed = 1;
 };
 
