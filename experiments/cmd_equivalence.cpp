@@ -29,6 +29,7 @@ struct EquivOptions {
   std::int64_t routings = 1000;
   int batch = 250;
   std::int64_t tile_m = 16;
+  int ctas_per_sm = 1;
   int ref_checks = 1;
   double tolerance = 1e-2;
   bool stamps = false;
@@ -52,6 +53,7 @@ int run_replay(EquivOptions const& o, std::uint64_t seed, std::uint64_t weight_s
   chain::RunnerOptions ro;
   ro.tokens = o.tokens[0];
   ro.tile_m = o.tile_m;
+  ro.ctas_per_sm = o.ctas_per_sm;
   ro.hidden_seed = Rng::mix(weight_seed, 3);
   chain::ChainConfig const cfg = config_of(o.presets[0], o);
   std::cout << "replay of routing " << seed << " after routing " << chain::replay_predecessor(seed)
@@ -101,6 +103,7 @@ int run_equivalence(EquivOptions const& o, h5::ResultWriter& file, std::uint64_t
           chain::RunnerOptions ro;
           ro.tokens = T;
           ro.tile_m = o.tile_m;
+          ro.ctas_per_sm = o.ctas_per_sm;
           ro.iterations = batch;
           ro.stamps = o.stamps;
           ro.hidden_seed = Rng::mix(wseed, 3);
@@ -139,6 +142,7 @@ int run_equivalence(EquivOptions const& o, h5::ResultWriter& file, std::uint64_t
           chain::RunnerOptions ro;
           ro.tokens = T;
           ro.tile_m = o.tile_m;
+          ro.ctas_per_sm = o.ctas_per_sm;
           ro.hidden_seed = Rng::mix(wseed, 3);
           auto const r = chain_run::replay(*weights, ro, cfg, series.first_seed, o.replay_attempts);
           if (r.reproduced) {
@@ -215,6 +219,9 @@ int equivalence(cli::Args const& args) {
       "randomized routings per (shape, T, preset), rounded up to whole batches, 1..10^7")(
       "batch", po::value<int>()->default_value(250), "layers per CUDA graph replay, 1..4096")(
       "tile-m", po::value<std::int64_t>()->default_value(16), "GEMM row tile: 16, 32, 64, 128")(
+      "ctas-per-sm", po::value<int>()->default_value(1),
+      "CTAs per SM of the GEMM, permute and activation grids, 1..8 (1: every kernel of the "
+      "chain fits on the GPU at once, so early triggers take effect)")(
       "ref-checks", po::value<int>()->default_value(1),
       "batches per (shape, T) whose last routing is checked against the Kokkos reference")(
       "tolerance", po::value<double>()->default_value(1e-2),
@@ -251,6 +258,8 @@ int equivalence(cli::Args const& args) {
   o.batch = vm["batch"].as<int>();
   cli::check_range("--batch", o.batch, 1, 4096);
   o.tile_m = vm["tile-m"].as<std::int64_t>();
+  o.ctas_per_sm = vm["ctas-per-sm"].as<int>();
+  cli::check_range("--ctas-per-sm", o.ctas_per_sm, 1, 8);
   o.ref_checks = vm["ref-checks"].as<int>();
   cli::check_range("--ref-checks", o.ref_checks, 0, 1000);
   o.tolerance = vm["tolerance"].as<double>();
@@ -273,6 +282,7 @@ int equivalence(cli::Args const& args) {
   }
   auto file =
       h5::ResultWriter::open(vm["out"].as<std::string>(), vm["resume"].as<std::string>(), seed);
+  file.set_attr("/", "ctas_per_sm", std::to_string(o.ctas_per_sm));
   return run_equivalence(o, file, file.seed());
 #else
   throw DeviceError("equivalence needs a CUDA build (this moefin was built without CUDA)");

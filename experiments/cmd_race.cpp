@@ -74,6 +74,9 @@ int race(cli::Args const& args) {
       "overrides applied to every cell")("iterations", po::value<int>()->default_value(200),
                                          "routings per cell (one CUDA graph replay), 2..4096")(
       "tile-m", po::value<std::int64_t>()->default_value(16), "GEMM row tile")(
+      "ctas-per-sm", po::value<int>()->default_value(1),
+      "CTAs per SM of the GEMM, permute and activation grids, 1..8 (1: every kernel of the "
+      "chain fits on the GPU at once, so early triggers take effect)")(
       "launch", po::value<std::string>()->default_value("graph"),
       "graph: each cell's iterations in one CUDA graph replay; stream: plain stream launches")(
       "stamps", "record the timelines of the benchmark cells and of each preset's own cell")(
@@ -147,6 +150,9 @@ int race(cli::Args const& args) {
   std::string const launch = vm["launch"].as<std::string>();
   cli::check_choice("--launch", launch, {"graph", "stream"});
   ro.stream_launch = launch == "stream";
+  ro.ctas_per_sm = vm["ctas-per-sm"].as<int>();
+  cli::check_range("--ctas-per-sm", ro.ctas_per_sm, 1, 8);
+  file.set_attr("/", "ctas_per_sm", std::to_string(ro.ctas_per_sm));
   file.set_attr("/", "launch", launch); // a file holds one launch mode: keys do not name it
   ro.hidden_seed = Rng::mix(chain::weight_seed(seed, shape), 3);
   chain::ChainRunner runner(weights, ro);

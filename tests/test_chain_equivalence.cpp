@@ -88,6 +88,7 @@ BOOST_AUTO_TEST_CASE(benchmark_cell_makes_the_race_visible) {
   RunnerOptions o;
   o.tokens = 4;
   o.iterations = 100;
+  o.ctas_per_sm = 1; // every kernel of the chain resident at once, so the entry triggers act
   ChainRunner r(w, o);
   r.set_routings(seeds_for(s, 4, 100));
   ChainConfig cfg = preset_config(Preset::kSeedAfter);

@@ -22,7 +22,8 @@ struct Policy {
 
 /// Throws InputError: inter a multiple of 8, sizes positive, pointers set.
 void validate(ActivationParams const& p);
-std::int64_t num_ctas(ActivationParams const& p);
+/// CTAs of the launch: one resident wave of `ctas_per_sm` (0: the policy's) per SM.
+std::int64_t num_ctas(ActivationParams const& p, int ctas_per_sm = 0);
 void run(ActivationParams const& p, PdlKnobs const& knobs, Stream stream);
 
 } // namespace moefin::activation

@@ -12,13 +12,13 @@ void validate(ActivationParams const& p) {
     throw InputError("activation: a buffer pointer is null");
 }
 
-std::int64_t num_ctas(ActivationParams const& p) {
-  return resident_grid(p.max_rows, Policy::kCtasPerSm);
+std::int64_t num_ctas(ActivationParams const& p, int ctas_per_sm) {
+  return resident_grid(p.max_rows, ctas_per_sm > 0 ? ctas_per_sm : Policy::kCtasPerSm);
 }
 
 void run(ActivationParams const& p, PdlKnobs const& knobs, Stream stream) {
   validate(p);
-  dim3 const grid(static_cast<unsigned>(num_ctas(p)));
+  dim3 const grid(static_cast<unsigned>(num_ctas(p, knobs.ctas_per_sm)));
   PdlDevice const k = pdl_device(knobs, Trigger::kEntry);
   if (p.type == Type::kSwiGlu)
     launch_kernel(activation_kernel<Type::kSwiGlu>, grid, dim3(Policy::kThreads), 0, stream,

@@ -237,17 +237,17 @@ ChainRunner::ChainRunner(LayerWeights const& weights, RunnerOptions const& opt)
     d.stamp_ctas[static_cast<int>(Kernel::kRouting)] = routing::num_ctas(r, ws);
     permute::PermuteParams pp;
     pp.max_rows = max_rows_;
-    d.stamp_ctas[static_cast<int>(Kernel::kPermute)] = permute::num_ctas(pp);
+    d.stamp_ctas[static_cast<int>(Kernel::kPermute)] = permute::num_ctas(pp, opt.ctas_per_sm);
     activation::ActivationParams ap;
     ap.max_rows = max_rows_;
-    d.stamp_ctas[static_cast<int>(Kernel::kActivation)] = activation::num_ctas(ap);
+    d.stamp_ctas[static_cast<int>(Kernel::kActivation)] = activation::num_ctas(ap, opt.ctas_per_sm);
     gemm::GroupedGemmParams g;
     g.max_rows = max_rows_;
     g.tile_m = opt.tile_m;
     g.n = s.gemm1_n();
-    d.stamp_ctas[static_cast<int>(Kernel::kGemm1)] = gemm::num_ctas(g);
+    d.stamp_ctas[static_cast<int>(Kernel::kGemm1)] = gemm::num_ctas(g, opt.ctas_per_sm);
     g.n = s.hidden;
-    d.stamp_ctas[static_cast<int>(Kernel::kGemm2)] = gemm::num_ctas(g);
+    d.stamp_ctas[static_cast<int>(Kernel::kGemm2)] = gemm::num_ctas(g, opt.ctas_per_sm);
     for (int i = 0; i < kNumKernels; ++i)
       d.stamps[i] = static_cast<std::int64_t*>(
           d.alloc(static_cast<std::size_t>(d.stamp_ctas[i]) * 4 * 8, "stamps"));
@@ -354,6 +354,7 @@ PdlKnobs ChainRunner::Impl::knobs(ChainConfig const& cfg, Kernel k, bool pdl, in
   n.pdl = pdl && cfg.at(k).pdl;
   n.trigger = cfg.at(k).trigger;
   n.delay_ns = cfg.at(k).delay_ns;
+  n.ctas_per_sm = o.ctas_per_sm;
   if (stamping && it == o.iterations - 1)
     n.stamps = stamps[static_cast<int>(k)];
   return n;

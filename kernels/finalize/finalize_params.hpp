@@ -16,8 +16,8 @@ enum class WeightType : std::int32_t {
 
 struct FinalizeParams {
   // Inputs.
-  void const* gemm_out = nullptr;                 // bf16 [num_rows, hidden_padded], permuted rows
-  void const* expert_weights = nullptr;           // [num_tokens, top_k], bf16 or fp32
+  void const* gemm_out = nullptr;       // bf16 [num_rows, hidden_padded], permuted rows
+  void const* expert_weights = nullptr; // [num_tokens, top_k], bf16 or fp32
   std::int32_t const* expanded_to_permuted = nullptr; // [num_tokens * top_k]; -1: not local
   // Output.
   void* out = nullptr; // bf16 [num_tokens, hidden] (E4M3 bytes for the DeepSeek-FP8 variant)

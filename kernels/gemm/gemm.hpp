@@ -29,7 +29,8 @@ struct Policy {
 /// Throws InputError: n a multiple of 64, k of 32, tile_m in {16, 32, 64, 128}, max_rows a
 /// multiple of tile_m, ldc >= n and even, pointers set.
 void validate(GroupedGemmParams const& p);
-std::int64_t num_ctas(GroupedGemmParams const& p);
+/// CTAs of the launch: one resident wave of `ctas_per_sm` (0: the policy's) per SM.
+std::int64_t num_ctas(GroupedGemmParams const& p, int ctas_per_sm = 0);
 void run(GroupedGemmParams const& p, PdlKnobs const& knobs, Stream stream);
 
 /// Fills n bf16 values, seeded, uniform in +-[lo, hi] * scale (never zero for lo > 0), with a

@@ -19,13 +19,14 @@ void validate(GroupedGemmParams const& p) {
     throw InputError("gemm: a buffer pointer is null");
 }
 
-std::int64_t num_ctas(GroupedGemmParams const& p) {
-  return resident_grid((p.n / Policy::kTileN) * (p.max_rows / p.tile_m), Policy::kCtasPerSm);
+std::int64_t num_ctas(GroupedGemmParams const& p, int ctas_per_sm) {
+  return resident_grid((p.n / Policy::kTileN) * (p.max_rows / p.tile_m),
+                       ctas_per_sm > 0 ? ctas_per_sm : Policy::kCtasPerSm);
 }
 
 void run(GroupedGemmParams const& p, PdlKnobs const& knobs, Stream stream) {
   validate(p);
-  dim3 const grid(static_cast<unsigned>(num_ctas(p)));
+  dim3 const grid(static_cast<unsigned>(num_ctas(p, knobs.ctas_per_sm)));
   PdlDevice const k = pdl_device(knobs, Trigger::kExit);
   auto launch = [&](auto kernel) {
     launch_kernel(kernel, grid, dim3(Policy::kThreads), 0, stream, knobs.pdl, p, k);

@@ -23,7 +23,8 @@ struct Policy {
 
 /// Throws InputError: hidden a multiple of 8 (128-bit rows), sizes positive, pointers set.
 void validate(PermuteParams const& p);
-std::int64_t num_ctas(PermuteParams const& p);
+/// CTAs of the launch: one resident wave of `ctas_per_sm` (0: the policy's) per SM.
+std::int64_t num_ctas(PermuteParams const& p, int ctas_per_sm = 0);
 void run(PermuteParams const& p, PdlKnobs const& knobs, Stream stream);
 
 } // namespace moefin::permute

@@ -13,14 +13,15 @@ void validate(PermuteParams const& p) {
     throw InputError("permute: a buffer pointer is null");
 }
 
-std::int64_t num_ctas(PermuteParams const& p) {
-  return resident_grid(p.max_rows, Policy::kCtasPerSm);
+std::int64_t num_ctas(PermuteParams const& p, int ctas_per_sm) {
+  return resident_grid(p.max_rows, ctas_per_sm > 0 ? ctas_per_sm : Policy::kCtasPerSm);
 }
 
 void run(PermuteParams const& p, PdlKnobs const& knobs, Stream stream) {
   validate(p);
-  launch_kernel(permute_kernel, dim3(static_cast<unsigned>(num_ctas(p))), dim3(Policy::kThreads), 0,
-                stream, knobs.pdl, p, pdl_device(knobs, Trigger::kEntry));
+  launch_kernel(permute_kernel, dim3(static_cast<unsigned>(num_ctas(p, knobs.ctas_per_sm))),
+                dim3(Policy::kThreads), 0, stream, knobs.pdl, p,
+                pdl_device(knobs, Trigger::kEntry));
 }
 
 } // namespace moefin::permute

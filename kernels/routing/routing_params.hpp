@@ -35,8 +35,8 @@ struct RoutingParams {
   std::int64_t top_k = 0;
   std::int64_t local_expert_begin = 0;
   std::int64_t num_local_experts = 0;
-  std::int64_t tile = 128;            // GEMM tile rows
-  std::int64_t max_padded_rows = 0;   // capacity of the permuted arrays (T*K + E_local*(tile-1))
+  std::int64_t tile = 128;          // GEMM tile rows
+  std::int64_t max_padded_rows = 0; // capacity of the permuted arrays (T*K + E_local*(tile-1))
   Method method = Method::kSoftmaxTopK;
   bool renormalize = true;
   finalize::WeightType weight_type = finalize::WeightType::kBf16;
