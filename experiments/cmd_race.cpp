@@ -77,6 +77,9 @@ int race(cli::Args const& args) {
       "ctas-per-sm", po::value<int>()->default_value(1),
       "CTAs per SM of the GEMM, permute and activation grids, 1..8 (1: every kernel of the "
       "chain fits on the GPU at once, so early triggers take effect)")(
+      "carveout", po::value<std::string>()->default_value("default"),
+      "shared-memory carveout of the GEMM, permute and activation kernels: default (the "
+      "driver's) or max-shared")(
       "launch", po::value<std::string>()->default_value("graph"),
       "graph: each cell's iterations in one CUDA graph replay; stream: plain stream launches")(
       "stamps", "record the timelines of the benchmark cells and of each preset's own cell")(
@@ -153,6 +156,10 @@ int race(cli::Args const& args) {
   ro.ctas_per_sm = vm["ctas-per-sm"].as<int>();
   cli::check_range("--ctas-per-sm", ro.ctas_per_sm, 1, 8);
   file.set_attr("/", "ctas_per_sm", std::to_string(ro.ctas_per_sm));
+  std::string const carveout = vm["carveout"].as<std::string>();
+  cli::check_choice("--carveout", carveout, {"default", "max-shared"});
+  ro.max_shared_carveout = carveout == "max-shared";
+  file.set_attr("/", "carveout", carveout);
   file.set_attr("/", "launch", launch); // a file holds one launch mode: keys do not name it
   ro.hidden_seed = Rng::mix(chain::weight_seed(seed, shape), 3);
   chain::ChainRunner runner(weights, ro);

@@ -355,6 +355,7 @@ PdlKnobs ChainRunner::Impl::knobs(ChainConfig const& cfg, Kernel k, bool pdl, in
   n.trigger = cfg.at(k).trigger;
   n.delay_ns = cfg.at(k).delay_ns;
   n.ctas_per_sm = o.ctas_per_sm;
+  n.max_shared_carveout = o.max_shared_carveout;
   if (stamping && it == o.iterations - 1)
     n.stamps = stamps[static_cast<int>(k)];
   return n;

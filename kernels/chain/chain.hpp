@@ -68,9 +68,10 @@ private:
 struct RunnerOptions {
   std::int64_t tokens = 1;
   std::int64_t tile_m = 16;
-  int iterations = 256;       // layers per graph replay
-  bool stamps = false;        // per-CTA stamps of every kernel of the last iteration
-  int ctas_per_sm = 0;        // resident-wave kernels' CTAs per SM (PdlKnobs::ctas_per_sm)
+  int iterations = 256;             // layers per graph replay
+  bool stamps = false;              // per-CTA stamps of every kernel of the last iteration
+  int ctas_per_sm = 0;              // resident-wave kernels' CTAs per SM (PdlKnobs::ctas_per_sm)
+  bool max_shared_carveout = false; // PdlKnobs::max_shared_carveout of the same kernels
   bool stream_launch = false; // checked runs as plain stream launches instead of one graph replay
   std::uint64_t hidden_seed = 1;
 };

@@ -65,6 +65,16 @@ inline unsigned resident_grid(std::int64_t work, int per_sm) {
   return static_cast<unsigned>(std::max<std::int64_t>(1, std::min(work, cap)));
 }
 
+/// Asks for the largest shared-memory carveout for `kernel`. An SM changes its L1/shared split
+/// only when it is empty, so a kernel that needs shared memory cannot start on an SM still
+/// holding CTAs of a kernel that runs with a smaller carveout (see README, PDL results).
+/// `max_shared` false restores the driver's default choice.
+template <class... KArgs> void set_shared_carveout(void (*kernel)(KArgs...), bool max_shared) {
+  MOEFIN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                         max_shared ? cudaSharedmemCarveoutMaxShared
+                                                    : cudaSharedmemCarveoutDefault));
+}
+
 /// Launches `kernel` with cudaLaunchKernelEx, PDL attribute on or off, and checks the launch.
 template <class... KArgs, class... Args>
 void launch_kernel(void (*kernel)(KArgs...), dim3 grid, dim3 block, std::size_t smem,

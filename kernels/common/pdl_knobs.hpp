@@ -28,6 +28,8 @@ struct PdlKnobs {
   // 0 = the kernel's policy. Whether the kernels between two others can all be resident at
   // once decides whether early triggers really let the later one start early (README, results).
   int ctas_per_sm = 0;
+  // Resident-wave kernels: ask for the largest shared-memory carveout (else the driver's choice).
+  bool max_shared_carveout = false;
 };
 
 } // namespace moefin

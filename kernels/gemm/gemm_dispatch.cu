@@ -29,6 +29,7 @@ void run(GroupedGemmParams const& p, PdlKnobs const& knobs, Stream stream) {
   dim3 const grid(static_cast<unsigned>(num_ctas(p, knobs.ctas_per_sm)));
   PdlDevice const k = pdl_device(knobs, Trigger::kExit);
   auto launch = [&](auto kernel) {
+    set_shared_carveout(kernel, knobs.max_shared_carveout);
     launch_kernel(kernel, grid, dim3(Policy::kThreads), 0, stream, knobs.pdl, p, k);
   };
   switch (p.tile_m) {
