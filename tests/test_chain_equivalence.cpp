@@ -88,7 +88,10 @@ BOOST_AUTO_TEST_CASE(benchmark_cell_makes_the_race_visible) {
   RunnerOptions o;
   o.tokens = 4;
   o.iterations = 100;
-  o.ctas_per_sm = 1; // every kernel of the chain resident at once, so the entry triggers act
+  // Every kernel of the chain resident at once, and no SM left in a carveout that keeps
+  // finalize (shared memory) off it: only then do the entry triggers let finalize start early.
+  o.ctas_per_sm = 1;
+  o.max_shared_carveout = true;
   ChainRunner r(w, o);
   r.set_routings(seeds_for(s, 4, 100));
   ChainConfig cfg = preset_config(Preset::kSeedAfter);
