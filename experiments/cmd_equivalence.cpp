@@ -30,6 +30,7 @@ struct EquivOptions {
   int batch = 250;
   std::int64_t tile_m = 16;
   int ctas_per_sm = 1;
+  bool max_shared_carveout = true;
   int ref_checks = 1;
   double tolerance = 1e-2;
   bool stamps = false;
@@ -54,6 +55,7 @@ int run_replay(EquivOptions const& o, std::uint64_t seed, std::uint64_t weight_s
   ro.tokens = o.tokens[0];
   ro.tile_m = o.tile_m;
   ro.ctas_per_sm = o.ctas_per_sm;
+  ro.max_shared_carveout = o.max_shared_carveout;
   ro.hidden_seed = Rng::mix(weight_seed, 3);
   chain::ChainConfig const cfg = config_of(o.presets[0], o);
   std::cout << "replay of routing " << seed << " after routing " << chain::replay_predecessor(seed)
@@ -104,6 +106,7 @@ int run_equivalence(EquivOptions const& o, h5::ResultWriter& file, std::uint64_t
           ro.tokens = T;
           ro.tile_m = o.tile_m;
           ro.ctas_per_sm = o.ctas_per_sm;
+          ro.max_shared_carveout = o.max_shared_carveout;
           ro.iterations = batch;
           ro.stamps = o.stamps;
           ro.hidden_seed = Rng::mix(wseed, 3);
@@ -143,6 +146,7 @@ int run_equivalence(EquivOptions const& o, h5::ResultWriter& file, std::uint64_t
           ro.tokens = T;
           ro.tile_m = o.tile_m;
           ro.ctas_per_sm = o.ctas_per_sm;
+          ro.max_shared_carveout = o.max_shared_carveout;
           ro.hidden_seed = Rng::mix(wseed, 3);
           auto const r = chain_run::replay(*weights, ro, cfg, series.first_seed, o.replay_attempts);
           if (r.reproduced) {
@@ -219,6 +223,9 @@ int equivalence(cli::Args const& args) {
       "randomized routings per (shape, T, preset), rounded up to whole batches, 1..10^7")(
       "batch", po::value<int>()->default_value(250), "layers per CUDA graph replay, 1..4096")(
       "tile-m", po::value<std::int64_t>()->default_value(16), "GEMM row tile: 16, 32, 64, 128")(
+      "carveout", po::value<std::string>()->default_value("max-shared"),
+      "shared-memory carveout of the GEMM, permute and activation kernels: max-shared (finalize "
+      "can start beside them) or default (the driver's)")(
       "ctas-per-sm", po::value<int>()->default_value(1),
       "CTAs per SM of the GEMM, permute and activation grids, 1..8 (1: every kernel of the "
       "chain fits on the GPU at once, so early triggers take effect)")(
@@ -259,6 +266,9 @@ int equivalence(cli::Args const& args) {
   cli::check_range("--batch", o.batch, 1, 4096);
   o.tile_m = vm["tile-m"].as<std::int64_t>();
   o.ctas_per_sm = vm["ctas-per-sm"].as<int>();
+  std::string const carveout = vm["carveout"].as<std::string>();
+  cli::check_choice("--carveout", carveout, {"default", "max-shared"});
+  o.max_shared_carveout = carveout == "max-shared";
   cli::check_range("--ctas-per-sm", o.ctas_per_sm, 1, 8);
   o.ref_checks = vm["ref-checks"].as<int>();
   cli::check_range("--ref-checks", o.ref_checks, 0, 1000);
@@ -283,6 +293,7 @@ int equivalence(cli::Args const& args) {
   auto file =
       h5::ResultWriter::open(vm["out"].as<std::string>(), vm["resume"].as<std::string>(), seed);
   file.set_attr("/", "ctas_per_sm", std::to_string(o.ctas_per_sm));
+  file.set_attr("/", "carveout", o.max_shared_carveout ? "max-shared" : "default");
   return run_equivalence(o, file, file.seed());
 #else
   throw DeviceError("equivalence needs a CUDA build (this moefin was built without CUDA)");

@@ -77,9 +77,9 @@ int race(cli::Args const& args) {
       "ctas-per-sm", po::value<int>()->default_value(1),
       "CTAs per SM of the GEMM, permute and activation grids, 1..8 (1: every kernel of the "
       "chain fits on the GPU at once, so early triggers take effect)")(
-      "carveout", po::value<std::string>()->default_value("default"),
-      "shared-memory carveout of the GEMM, permute and activation kernels: default (the "
-      "driver's) or max-shared")(
+      "carveout", po::value<std::string>()->default_value("max-shared"),
+      "shared-memory carveout of the GEMM, permute and activation kernels: max-shared (finalize, "
+      "which needs shared memory, can then start beside them) or default (the driver's)")(
       "launch", po::value<std::string>()->default_value("graph"),
       "graph: each cell's iterations in one CUDA graph replay; stream: plain stream launches")(
       "stamps", "record the timelines of the benchmark cells and of each preset's own cell")(
