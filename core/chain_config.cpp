@@ -2,12 +2,12 @@
 
 #include "core/cli.hpp"
 #include "core/errors.hpp"
+#include "core/pdl/verifier.hpp"
 #include "core/rng.hpp"
 #include "core/router_scores.hpp"
 
-#include <nlohmann/json.hpp>
-
 #include <sstream>
+#include <stdexcept>
 
 namespace moefin::chain {
 
@@ -212,50 +212,182 @@ std::string describe(ChainConfig const& cfg) {
   return os.str();
 }
 
-std::vector<KernelDescription> describe_chain(ChainConfig const& cfg) {
-  std::vector<std::string> const routing_out = {
-      "expert_ids",        "expert_weights",       "expanded_to_permuted",
-      "permuted_to_token", "permuted_to_expanded", "expert_counts",
-      "expert_offsets",    "cta_to_expert",        "total_padded_rows"};
+std::array<char const*, kLayerBuffers> const& layer_buffer_names() {
+  static constexpr std::array<char const*, kLayerBuffers> kNames = {"expert_ids",
+                                                                    "expert_weights",
+                                                                    "expanded_to_permuted",
+                                                                    "permuted_to_token",
+                                                                    "permuted_to_expanded",
+                                                                    "expert_counts",
+                                                                    "expert_offsets",
+                                                                    "cta_to_expert",
+                                                                    "total_padded_rows",
+                                                                    "permuted",
+                                                                    "gemm1_out",
+                                                                    "act_out",
+                                                                    "gemm2_out",
+                                                                    "out"};
+  return kNames;
+}
+
+FinalizeRun finalize_run(ChainConfig const& cfg, std::string const& variant) {
+  bool const small_batch = variant == "small_batch";
+  if (!small_batch && variant != "scalar" && variant != "vecload" && variant != "deepseek_fp8")
+    throw InputError("finalize variant '" + variant +
+                     "' not one of {scalar, vecload, small_batch, deepseek_fp8}");
+  FinalizeRun r;
+  Trigger const t = cfg.at(Kernel::kFinalize).trigger;
+  r.trigger = t != Trigger::kDefault ? t : small_batch ? Trigger::kEntry : Trigger::kExit;
+  r.metadata_before_wait = cfg.metadata_before_wait && (small_batch || variant == "vecload");
+  return r;
+}
+
+namespace {
+
+/// Buffers of the verifier chain that chain::buffer_name does not name.
+constexpr char const* kInputs[] = {"scores", "hidden_states", "w1", "w2"};
+constexpr char const* kSnapshot = "snapshot";
+constexpr char const* kChecksums = "checksums";
+
+std::vector<std::string> layer_buffers() {
+  auto const& n = layer_buffer_names();
+  return {n.begin(), n.end()};
+}
+
+std::string buffer_note(std::string const& b) {
+  if (b == "scores")
+    return "router logits of the layer (its own slice per iteration; written before the batch)";
+  if (b == "hidden_states" || b == "w1" || b == "w2")
+    return "layer input, written before the batch";
+  if (b == kSnapshot)
+    return "the permuted indices finalize used (when meta=before), for the stale-read count";
+  if (b == kChecksums)
+    return "per-iteration hashes of every buffer and the stale-read counts";
+  return "chain buffer (kernels/chain/chain.hpp)";
+}
+
+} // namespace
+
+std::vector<KernelDescription> describe_chain(ChainConfig const& cfg,
+                                              std::string const& finalize_variant) {
+  FinalizeRun const fin = finalize_run(cfg, finalize_variant);
+  std::vector<std::string> const layer = layer_buffers();
+  std::vector<std::string> const routing_out(layer.begin(), layer.begin() + 9);
   std::vector<KernelDescription> d;
-  auto add = [&](Kernel k, std::vector<std::string> before, std::vector<std::string> after,
-                 std::vector<std::string> writes) {
+  auto add = [&](std::string name, bool pdl, Trigger trigger, std::vector<std::string> before,
+                 std::vector<std::string> after, std::vector<std::string> writes) {
     KernelDescription x;
-    x.name = kernel_name(k);
-    x.pdl = cfg.at(k).pdl;
-    x.trigger = trigger_name(cfg.trigger(k));
+    x.name = std::move(name);
+    x.pdl = pdl;
+    x.trigger = trigger_name(trigger);
     x.reads_before_wait = std::move(before);
     x.reads_after_wait = std::move(after);
     x.writes = std::move(writes);
     d.push_back(std::move(x));
   };
-  add(Kernel::kRouting, {}, {"scores"}, routing_out);
-  add(Kernel::kPermute, {}, {"hidden_states", "permuted_to_token", "total_padded_rows"},
-      {"permuted"});
-  add(Kernel::kGemm1, {}, {"permuted", "cta_to_expert", "total_padded_rows", "w1"}, {"gemm1_out"});
-  add(Kernel::kActivation, {}, {"gemm1_out", "total_padded_rows"}, {"act_out"});
-  add(Kernel::kGemm2, {}, {"act_out", "cta_to_expert", "total_padded_rows", "w2"}, {"gemm2_out"});
+  auto knob = [&](Kernel k, std::vector<std::string> after, std::vector<std::string> writes) {
+    add(kernel_name(k), cfg.at(k).pdl, cfg.trigger(k), {}, std::move(after), std::move(writes));
+  };
+  // Every chain kernel waits before its first routing-dependent read (pdl_wait_point); the
+  // weights and the router scores are written before the batch starts.
+  knob(Kernel::kRouting, {"scores"}, routing_out);
+  knob(Kernel::kPermute, {"total_padded_rows", "permuted_to_token", "hidden_states"}, {"permuted"});
+  knob(Kernel::kGemm1, {"total_padded_rows", "cta_to_expert", "permuted", "w1"}, {"gemm1_out"});
+  knob(Kernel::kActivation, {"total_padded_rows", "gemm1_out"}, {"act_out"});
+  knob(Kernel::kGemm2, {"total_padded_rows", "cta_to_expert", "act_out", "w2"}, {"gemm2_out"});
   std::vector<std::string> const meta = {"expanded_to_permuted", "expert_weights"};
+  std::vector<std::string> fin_after = {"gemm2_out"};
+  if (!fin.metadata_before_wait)
+    fin_after.insert(fin_after.begin(), meta.begin(), meta.end());
+  // The snapshot is taken (after the wait) only when the run asks for metadata before the wait,
+  // whatever the variant does with it.
+  std::vector<std::string> fin_writes = {"out"};
   if (cfg.metadata_before_wait)
-    add(Kernel::kFinalize, meta, {"gemm2_out"}, {"out"});
-  else
-    add(Kernel::kFinalize, {}, {"expanded_to_permuted", "expert_weights", "gemm2_out"}, {"out"});
+    fin_writes.push_back(kSnapshot);
+  add(kernel_name(Kernel::kFinalize), cfg.at(Kernel::kFinalize).pdl, fin.trigger,
+      fin.metadata_before_wait ? meta : std::vector<std::string>{}, fin_after, fin_writes);
+  std::vector<std::string> hashed = layer;
+  if (cfg.metadata_before_wait)
+    hashed.push_back(kSnapshot);
+  add("checksum", true, Trigger::kExit, {}, hashed, {kChecksums});
   return d;
 }
 
-std::string chain_json(ChainConfig const& cfg) {
-  nlohmann::json j;
-  j["description"] = describe(cfg);
-  j["kernels"] = nlohmann::json::array();
-  for (auto const& k : describe_chain(cfg))
-    j["kernels"].push_back({{"name", k.name},
-                            {"pdl", k.pdl},
-                            {"trigger", k.trigger},
-                            {"waits", k.waits},
-                            {"reads_before_wait", k.reads_before_wait},
-                            {"reads_after_wait", k.reads_after_wait},
-                            {"writes", k.writes}});
-  return j.dump(2);
+pdl::Chain verifier_chain(ChainConfig const& cfg, std::string const& finalize_variant, bool graph,
+                          int iterations) {
+  pdl::Chain c;
+  c.name = "moefin_race_cell";
+  c.description = describe(cfg) + " finalize_variant=" + finalize_variant;
+  c.source = "kernels/chain/chain.cu (ChainRunner, checked layers), core/chain_config.cpp";
+  for (char const* b : kInputs)
+    c.buffers.push_back(b);
+  for (auto const& b : layer_buffers())
+    c.buffers.push_back(b);
+  c.buffers.push_back(kSnapshot);
+  c.buffers.push_back(kChecksums);
+  for (auto const& b : c.buffers)
+    c.buffer_notes.push_back(buffer_note(b));
+  c.iterations = iterations;
+  auto op = [&](pdl::OpKind kind, std::string const& buffer = {}) {
+    pdl::Op o;
+    o.kind = kind;
+    if (!buffer.empty()) {
+      o.buffer = c.buffer_index(buffer);
+      if (o.buffer < 0)
+        throw std::logic_error("verifier_chain: no buffer " + buffer);
+    }
+    return o;
+  };
+  for (KernelDescription const& k : describe_chain(cfg, finalize_variant)) {
+    Trigger t = Trigger::kExit;
+    if (!parse_trigger(k.trigger.c_str(), &t) || t == Trigger::kDefault)
+      throw std::logic_error("verifier_chain: unresolved trigger of " + k.name);
+    pdl::Path p;
+    if (t == Trigger::kEntry)
+      p.push_back(op(pdl::OpKind::kTrigger));
+    for (auto const& b : k.reads_before_wait)
+      p.push_back(op(pdl::OpKind::kRead, b));
+    if (k.waits)
+      p.push_back(op(pdl::OpKind::kWait));
+    if (t == Trigger::kAfterWait)
+      p.push_back(op(pdl::OpKind::kTrigger));
+    for (auto const& b : k.reads_after_wait)
+      p.push_back(op(pdl::OpKind::kRead, b));
+    for (auto const& b : k.writes)
+      p.push_back(op(pdl::OpKind::kWrite, b));
+    if (t == Trigger::kAfterWrites)
+      p.push_back(op(pdl::OpKind::kTrigger));
+    pdl::Kernel kern;
+    kern.name = k.name;
+    kern.pdl = k.pdl;
+    kern.ctas = 2; // one CTA on the weakest path decides (core/pdl/verifier.hpp); two show it
+    kern.paths.push_back(std::move(p));
+    c.kernels.push_back(std::move(kern));
+  }
+  return graph ? pdl::captured_graph(c, iterations) : c;
+}
+
+std::string chain_json(ChainConfig const& cfg, std::string const& finalize_variant, bool graph) {
+  return pdl::to_json(verifier_chain(cfg, finalize_variant, graph));
+}
+
+CellVerdict verify_cell(ChainConfig const& cfg, std::string const& finalize_variant, bool graph) {
+  pdl::Chain const c = verifier_chain(cfg, finalize_variant, graph);
+  pdl::Report const r = pdl::verify(c, {false});
+  CellVerdict v;
+  v.chain = r.verdict();
+  v.races = r.races();
+  v.pairs = r.pairs.size();
+  int const n = kNumKernels + 1; // the layer and its checksum
+  std::vector<int> fin = {static_cast<int>(Kernel::kFinalize)};
+  if (graph)
+    for (int it = 1; it < kVerifierIterations; ++it)
+      fin.push_back(it * n + static_cast<int>(Kernel::kFinalize));
+  bool const before = finalize_run(cfg, finalize_variant).metadata_before_wait;
+  for (char const* b : {"expanded_to_permuted", "expert_weights"})
+    if (pdl::reads_verdict(c, r, fin, c.buffer_index(b), before) == pdl::Verdict::kRace)
+      v.metadata = pdl::Verdict::kRace;
+  return v;
 }
 
 std::vector<LayerShape> published_shapes() {

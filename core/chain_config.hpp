@@ -3,6 +3,7 @@
 // named presets, overrides from the command line, and the seeds of randomized routings.
 // Host-only (the CUDA runner in kernels/chain/ consumes these).
 
+#include "core/pdl/chain.hpp"
 #include "kernels/activation/activation_params.hpp"
 #include "kernels/common/pdl_knobs.hpp"
 
@@ -88,6 +89,22 @@ std::string between_triggers(ChainConfig const& cfg);
 /// Every knob on one line, for logs and result-file attributes.
 std::string describe(ChainConfig const& cfg);
 
+/// Buffers of one layer in chain order, the order of chain::Buffer (kernels/chain/chain.hpp):
+/// what the checksum kernel hashes and the verifier chain names.
+inline constexpr int kLayerBuffers = 14;
+std::array<char const*, kLayerBuffers> const& layer_buffer_names();
+
+/// Finalize as the variant finalize::select picked runs it (kernels/finalize/finalize.hpp):
+/// Trigger::kDefault is entry for small_batch and exit for the others, and only vecload and
+/// small_batch read the metadata before their wait (scalar and deepseek_fp8 read it after).
+struct FinalizeRun {
+  Trigger trigger = Trigger::kExit; // never kDefault
+  bool metadata_before_wait = false;
+};
+/// `variant` is a name of finalize::variant_name: scalar, vecload, small_batch or deepseek_fp8
+/// (throws InputError naming it otherwise).
+FinalizeRun finalize_run(ChainConfig const& cfg, std::string const& variant);
+
 /// One kernel of the chain as the happens-before verifier sees it.
 struct KernelDescription {
   std::string name;
@@ -98,10 +115,43 @@ struct KernelDescription {
   std::vector<std::string> reads_after_wait;
   std::vector<std::string> writes; // all after the wait
 };
-/// The chain (routing .. finalize) with PDL on: what each kernel reads before and after its wait.
-std::vector<KernelDescription> describe_chain(ChainConfig const& cfg);
-/// The same as JSON text (one object with a "kernels" array).
-std::string chain_json(ChainConfig const& cfg);
+/// One layer of the checked chain that ChainRunner launches (kernels/chain/chain.cu,
+/// enqueue_layer) with PDL on, finalize being `finalize_variant`: routing, permute, gemm1, act,
+/// gemm2, finalize, then the checksum kernel (a PDL secondary that waits at entry, reads every
+/// buffer and never triggers); the next layer's routing is the checksum's secondary. What each
+/// kernel reads before and after its wait and writes, by the buffer names of chain::buffer_name
+/// plus the inputs (scores, hidden_states, w1, w2) and the measurement buffers (snapshot,
+/// checksums). Left out: the kernel that poisons every buffer once per batch (launched without
+/// PDL, the first routing's primary). Its writes race with a read only where routing's writes do
+/// too (routing waits on every path, so a kernel after routing that waits before it triggers
+/// orders both), so it changes no verdict.
+std::vector<KernelDescription> describe_chain(ChainConfig const& cfg,
+                                              std::string const& finalize_variant);
+
+/// Layers of the runner a verifier chain repeats. Two decide every pair across layers: each
+/// layer ends in the checksum kernel, which waits at entry and triggers only at its exit, and
+/// every kernel waits on every path (kernels/common/pdl_stage.cuh), so the next layer launches
+/// only after the kernels before the checksum completed and the checksum made its accesses.
+/// Layer 1 against layer 0 checks that link; layers d > 1 apart have it d times in between.
+inline constexpr int kVerifierIterations = 2;
+
+/// describe_chain as a chain description of the verifier (data/README.md, "Chain descriptions"):
+/// `iterations` layers back to back in one stream, or (`graph`) as stream capture puts every
+/// layer of a batch into one CUDA graph (pdl::captured_graph), as `moefin race` runs them.
+pdl::Chain verifier_chain(ChainConfig const& cfg, std::string const& finalize_variant, bool graph,
+                          int iterations = kVerifierIterations);
+/// verifier_chain as JSON, the format `moefin verify` reads.
+std::string chain_json(ChainConfig const& cfg, std::string const& finalize_variant, bool graph);
+
+/// What the verifier says about the chain of a race-matrix cell.
+struct CellVerdict {
+  pdl::Verdict chain = pdl::Verdict::kOrdered; // every pair: a race here can change any buffer
+  // Finalize's reads of what routing wrote for it (expanded_to_permuted, expert_weights), on the
+  // side of the wait where the variant reads them: what the stale-read counter and the output see.
+  pdl::Verdict metadata = pdl::Verdict::kOrdered;
+  std::size_t races = 0, pairs = 0;
+};
+CellVerdict verify_cell(ChainConfig const& cfg, std::string const& finalize_variant, bool graph);
 
 /// A MoE layer shape.
 struct LayerShape {

@@ -133,9 +133,12 @@ void print_race_matrix(h5::Table const& t, std::ostream& os) {
       cols.push_back(col);
     if (!cells.count(row))
       rows.push_back(row);
+    std::string const& verdict = t.strings.at("verifier")[i];
+    bool const seen = t.ints.at("mismatches")[i] > 0 || t.ints.at("stale_iterations")[i] > 0;
     cells[row][col] = std::to_string(t.ints.at("mismatches")[i]) + "/" +
                       std::to_string(t.ints.at("iterations")[i]) + " s" +
-                      std::to_string(t.ints.at("stale_iterations")[i]);
+                      std::to_string(t.ints.at("stale_iterations")[i]) +
+                      (verdict == "race" ? " R" : "") + (seen && verdict == "ordered" ? " !" : "");
   }
   std::size_t wrow = 20;
   for (auto const& r : rows)
@@ -153,7 +156,9 @@ void print_race_matrix(h5::Table const& t, std::ostream& os) {
     os << "\n";
   }
   os << "(cell: iterations with a bitwise mismatch vs PDL off / iterations, s = iterations with a "
-        "stale pre-wait read; delay d in ns, injected into the delayed_kernel column's kernel)\n";
+        "stale pre-wait read; delay d in ns, injected into the delayed_kernel column's kernel; "
+        "R = the verifier calls the cell's chain a race; ! = a race seen in a chain the verifier "
+        "orders)\n";
 }
 
 std::vector<Published> read_published(std::string const& path) {

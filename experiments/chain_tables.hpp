@@ -19,7 +19,8 @@ std::vector<h5::Column> layer_columns();
 void print_equivalence(h5::Table const& t, std::ostream& os);
 
 /// The race matrix: one line per (shape, T, preset, triggers), one cell per (meta, delay):
-/// "mismatches/iterations s=stale-read iterations".
+/// "mismatches/iterations s<stale-read iterations>", then " R" where the `verifier` column says
+/// race and " !" where a race was seen in a chain it calls ordered.
 void print_race_matrix(h5::Table const& t, std::ostream& os);
 
 /// A published speedup (data/published/*.csv).

@@ -1,9 +1,11 @@
 // moefin race: the race matrix. Every cell runs the same randomized routings with PDL on and
 // compares every buffer of every iteration with PDL off (bitwise, on the GPU), and counts the
 // iterations whose finalize read routing metadata before its wait that routing had not written
-// yet (stale reads).
+// yet (stale reads). Each row also holds the verdict of the happens-before verifier on the chain
+// the cell ran (chain::verify_cell): a race observed in a chain it orders is a bug of one of them.
 
 #include "core/errors.hpp"
+#include "core/pdl/chain.hpp"
 #include "core/rng.hpp"
 #include "experiments/chain_run.hpp"
 #include "experiments/chain_tables.hpp"
@@ -15,13 +17,15 @@
 #include <iostream>
 #include <map>
 #include <sstream>
+#include <stdexcept>
 
 namespace moefin::cmd {
 
 namespace {
 
-/// Summary lines under the matrix: the benchmark cells and the presets that must not race.
-void print_summary(h5::Table const& t, std::ostream& os) {
+/// Summary lines under the matrix: the benchmark cells, the presets that must not race, and the
+/// verifier against what was seen. Returns the cells with a race seen in a chain it orders.
+std::size_t print_summary(h5::Table const& t, std::ostream& os) {
   std::int64_t bench_mis = 0, bench_it = 0;
   std::map<std::string, std::pair<std::int64_t, std::int64_t>> preset_own; // mismatch, stale
   std::map<std::string, std::int64_t> preset_iters;
@@ -50,6 +54,19 @@ void print_summary(h5::Table const& t, std::ostream& os) {
   for (auto const& [p, v] : preset_own)
     os << "  " << p << ": " << v.first << " of " << preset_iters[p] << " cells with mismatches, "
        << v.second << " with stale reads\n";
+  std::size_t race = 0, observed = 0, contradicted = 0;
+  for (std::size_t i = 0; i < t.rows; ++i) {
+    bool const v = t.strings.at("verifier")[i] == "race";
+    bool const seen = t.ints.at("mismatches")[i] > 0 || t.ints.at("stale_iterations")[i] > 0;
+    race += v;
+    observed += seen;
+    contradicted += seen && !v;
+  }
+  os << "verifier: " << race << " of " << t.rows << " cells race; " << observed
+     << " cells showed a race on the GPU, " << contradicted
+     << (contradicted ? " of them in chains the verifier orders (a bug: see ! above)\n"
+                      : " of them in chains the verifier orders\n");
+  return contradicted;
 }
 
 } // namespace
@@ -83,7 +100,8 @@ int race(cli::Args const& args) {
       "launch", po::value<std::string>()->default_value("graph"),
       "graph: each cell's iterations in one CUDA graph replay; stream: plain stream launches")(
       "stamps", "record the timelines of the benchmark cells and of each preset's own cell")(
-      "describe", "print each cell's chain description (JSON) and exit; no GPU needed")(
+      "describe", "print each cell's chain (the JSON `moefin verify` reads) with the verifier's "
+                  "verdict, and exit; no GPU needed")(
       "print", po::value<std::string>(), "print the /race_matrix table of FILE and exit");
   cli::add_output_options(desc, "race.h5");
   po::variables_map vm;
@@ -94,9 +112,13 @@ int race(cli::Args const& args) {
     return kExitOk;
   if (vm.count("print")) {
     h5::ResultReader reader(vm["print"].as<std::string>());
-    auto const t = reader.read_table("race_matrix");
+    auto t = reader.read_table("race_matrix");
+    std::size_t const computed = race::fill_verdicts(t, reader.provenance());
     chain_tables::print_race_matrix(t, std::cout);
     print_summary(t, std::cout);
+    if (computed)
+      std::cout << "(" << computed << " verdicts computed from the rows: the file was written "
+                << "before moefin race recorded them)\n";
     return kExitOk;
   }
   race::Axes axes;
@@ -128,10 +150,18 @@ int race(cli::Args const& args) {
   int const iterations = vm["iterations"].as<int>();
   cli::check_range("--iterations", iterations, 2, 4096);
   auto const cells = race::cells(axes);
+  std::string const launch = vm["launch"].as<std::string>();
+  cli::check_choice("--launch", launch, {"graph", "stream"});
   if (vm.count("describe")) {
-    for (auto const& c : cells)
-      std::cout << "# " << c.key << (c.benchmark ? " (benchmark)" : "") << "\n"
-                << chain::chain_json(c.cfg) << "\n";
+    for (auto const& c : cells) {
+      std::string const variant = race::planned_finalize_variant(shape, T, c.cfg);
+      chain::CellVerdict const v = chain::verify_cell(c.cfg, variant, launch == "graph");
+      std::cout << "# " << shape.name << ",T=" << T << "," << c.key
+                << (c.benchmark ? " (benchmark)" : "") << ": finalize " << variant << ", verifier "
+                << pdl::verdict_name(v.chain) << " (" << v.races << " of " << v.pairs
+                << " pairs race)\n"
+                << chain::chain_json(c.cfg, variant, launch == "graph");
+    }
     return kExitOk;
   }
 #ifdef MOEFIN_HAVE_CUDA
@@ -142,7 +172,8 @@ int race(cli::Args const& args) {
   auto table = file.table("race_matrix", chain_tables::race_columns(),
                           "race matrix: iterations with a bitwise mismatch vs PDL off and with "
                           "stale pre-wait reads in finalize, per PDL configuration; verifier = "
-                          "verdict of moefin verify on the same chain (unknown: not connected)");
+                          "verdict of the happens-before verifier on the chain the cell ran "
+                          "(chain::verifier_chain)");
   bool const stamps = vm.count("stamps") > 0;
   chain::LayerWeights const weights(shape, chain::weight_seed(seed, shape));
   chain::RunnerOptions ro;
@@ -150,8 +181,6 @@ int race(cli::Args const& args) {
   ro.tile_m = tile_m;
   ro.iterations = iterations;
   ro.stamps = stamps;
-  std::string const launch = vm["launch"].as<std::string>();
-  cli::check_choice("--launch", launch, {"graph", "stream"});
   ro.stream_launch = launch == "stream";
   ro.ctas_per_sm = vm["ctas-per-sm"].as<int>();
   cli::check_range("--ctas-per-sm", ro.ctas_per_sm, 1, 8);
@@ -161,6 +190,11 @@ int race(cli::Args const& args) {
   ro.max_shared_carveout = carveout == "max-shared";
   file.set_attr("/", "carveout", carveout);
   file.set_attr("/", "launch", launch); // a file holds one launch mode: keys do not name it
+  auto const recorded = file.provenance().find("overrides");
+  if (recorded != file.provenance().end() && recorded->second != axes.overrides)
+    throw InputError("--set: '" + axes.overrides + "' differs from '" + recorded->second +
+                     "', the overrides the rows of the resumed file ran with");
+  file.set_attr("/", "overrides", axes.overrides); // race::row_config rebuilds the cells with it
   ro.hidden_seed = Rng::mix(chain::weight_seed(seed, shape), 3);
   chain::ChainRunner runner(weights, ro);
   std::vector<std::uint64_t> seeds(static_cast<std::size_t>(iterations));
@@ -183,6 +217,12 @@ int race(cli::Args const& args) {
         quiet.at(k).delay_ns = 0;
       off[c.meta] = runner.run_batch(quiet, false);
     }
+    std::string const variant = finalize::variant_name(runner.finalize_variant(c.cfg));
+    if (variant != race::planned_finalize_variant(shape, T, c.cfg))
+      throw std::logic_error("race: finalize picked " + variant + " on the device but " +
+                             race::planned_finalize_variant(shape, T, c.cfg) +
+                             " in --describe's prediction for " + key);
+    chain::CellVerdict const verdict = chain::verify_cell(c.cfg, variant, launch == "graph");
     auto const on = runner.run_batch(c.cfg, true);
     chain_run::Series s;
     chain_run::add_batch(s, on, off[c.meta], seeds);
@@ -194,7 +234,7 @@ int race(cli::Args const& args) {
         .set("meta", c.meta)
         .set("delay_ns", c.delay_ns)
         .set("delayed_kernel", c.delayed_kernel)
-        .set("finalize", finalize::variant_name(runner.finalize_variant(c.cfg)))
+        .set("finalize", variant)
         .set("iterations", s.routings)
         .set("mismatches", s.mismatches)
         .set("stale_reads", s.stale)
@@ -202,21 +242,23 @@ int race(cli::Args const& args) {
         .set("recorded_reads", s.recorded)
         .set("first_buffer",
              s.mismatches ? chain::buffer_name(static_cast<chain::Buffer>(s.first_buffer)) : "")
-        .set("verifier", "unknown");
+        .set("verifier", pdl::verdict_name(verdict.chain));
     table.append(key, row);
     if (stamps &&
         (c.benchmark || (c.own && c.meta == "before" && c.delay_ns == axes.delays.back())))
       chain_run::write_timeline(file, "timeline_race_" + std::to_string(timelines++),
                                 runner.timeline(), key);
     progress.step(key + ": " + std::to_string(s.mismatches) + "/" + std::to_string(s.routings) +
-                  " mismatches, " + std::to_string(s.stale_iterations) + " stale iterations");
+                  " mismatches, " + std::to_string(s.stale_iterations) +
+                  " stale iterations; verifier " + pdl::verdict_name(verdict.chain));
   }
   progress.finish();
   h5::ResultReader reader(file.path());
-  auto const t = reader.read_table("race_matrix");
+  auto t = reader.read_table("race_matrix");
+  race::fill_verdicts(t, reader.provenance()); // rows of a resumed file that predates the column
   chain_tables::print_race_matrix(t, std::cout);
-  print_summary(t, std::cout);
-  return kExitOk;
+  // A race in a chain the verifier orders is a failed check (of the verifier or of the mapping).
+  return print_summary(t, std::cout) == 0 ? kExitOk : kExitFailure;
 #else
   throw DeviceError("race needs a CUDA build (this moefin was built without CUDA)");
 #endif

@@ -1,6 +1,10 @@
 #include "experiments/race_cells.hpp"
 
+#include "core/errors.hpp"
+#include "kernels/finalize/finalize.hpp"
+
 #include <set>
+#include <sstream>
 
 namespace moefin::race {
 
@@ -115,6 +119,108 @@ std::vector<Cell> cells(Axes const& axes) {
         }
   }
   return out;
+}
+
+std::string planned_finalize_variant(chain::LayerShape const& shape, std::int64_t tokens,
+                                     chain::ChainConfig const& cfg) {
+  // select() reads the pointers only for their 16-byte alignment, which cudaMalloc always gives.
+  alignas(16) static std::uint16_t device_like[8];
+  finalize::FinalizeParams p;
+  p.gemm_out = device_like;
+  p.out = device_like;
+  p.num_tokens = tokens;
+  p.hidden = shape.hidden;
+  p.hidden_padded = shape.hidden;
+  p.top_k = shape.top_k;
+  p.weight_type = finalize::WeightType::kBf16;
+  finalize::Options o;
+  o.allow_small_batch = cfg.finalize == chain::FinalizeChoice::kNew;
+  o.metadata_before_wait = cfg.metadata_before_wait;
+  return finalize::variant_name(finalize::select(p, o));
+}
+
+namespace {
+
+std::string const& column(h5::Table const& t, char const* name, std::size_t row) {
+  auto const it = t.strings.find(name);
+  if (it == t.strings.end())
+    throw InputError(std::string("race_matrix: no string column '") + name + "'");
+  return it->second.at(row);
+}
+
+std::int64_t int_column(h5::Table const& t, char const* name, std::size_t row) {
+  auto const it = t.ints.find(name);
+  if (it == t.ints.end())
+    throw InputError(std::string("race_matrix: no integer column '") + name + "'");
+  return it->second.at(row);
+}
+
+} // namespace
+
+chain::ChainConfig row_config(h5::Table const& t, std::size_t row, h5::Provenance const& root) {
+  std::string const preset = column(t, "preset", row);
+  chain::Preset p;
+  if (!chain::parse_preset(preset, &p))
+    throw InputError("race_matrix row " + std::to_string(row) + ": preset '" + preset +
+                     "' not one of {seed-before, seed-after, all-early, safe}");
+  chain::ChainConfig c = chain::preset_config(p);
+  auto const ov = root.find("overrides");
+  if (ov != root.end()) {
+    chain::apply_overrides(c, ov->second, "overrides attribute");
+  } else {
+    auto const cl = root.find("command_line");
+    if (cl != root.end() && cl->second.find("--set") != std::string::npos)
+      throw InputError("race_matrix: the run used --set (" + cl->second +
+                       ") but the file has no 'overrides' attribute: its chains cannot be rebuilt");
+  }
+  // "permute=entry,gemm1=exit,..." as cells() wrote it (chain::between_triggers).
+  std::string triggers;
+  std::stringstream ss(column(t, "triggers", row));
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    auto const eq = item.find('=');
+    if (eq == std::string::npos)
+      throw InputError("race_matrix row " + std::to_string(row) + ": triggers item '" + item +
+                       "' is not kernel=placement");
+    triggers +=
+        (triggers.empty() ? "" : ",") + item.substr(0, eq) + ".trigger=" + item.substr(eq + 1);
+  }
+  chain::apply_overrides(c, triggers, "race_matrix triggers");
+  std::string const meta = column(t, "meta", row);
+  if (meta != "before" && meta != "after")
+    throw InputError("race_matrix row " + std::to_string(row) + ": meta '" + meta +
+                     "' not one of {before, after}");
+  c.metadata_before_wait = meta == "before";
+  std::string const dk = column(t, "delayed_kernel", row);
+  std::int64_t const delay = int_column(t, "delay_ns", row);
+  if (dk != "none") {
+    chain::Kernel k;
+    if (!chain::parse_kernel(dk, &k))
+      throw InputError("race_matrix row " + std::to_string(row) + ": delayed_kernel '" + dk +
+                       "' not a chain kernel");
+    c.at(k).delay_ns = delay;
+  }
+  return c;
+}
+
+chain::CellVerdict row_verdict(h5::Table const& t, std::size_t row, h5::Provenance const& root) {
+  auto const launch = root.find("launch");
+  bool const graph = launch == root.end() || launch->second == "graph";
+  if (!graph && launch->second != "stream")
+    throw InputError("race_matrix: launch attribute '" + launch->second +
+                     "' not one of {graph, stream}");
+  return chain::verify_cell(row_config(t, row, root), column(t, "finalize", row), graph);
+}
+
+std::size_t fill_verdicts(h5::Table& t, h5::Provenance const& root) {
+  auto& col = t.strings.at("verifier");
+  std::size_t filled = 0;
+  for (std::size_t i = 0; i < t.rows; ++i)
+    if (col[i] == "unknown") {
+      col[i] = pdl::verdict_name(row_verdict(t, i, root).chain);
+      ++filled;
+    }
+  return filled;
 }
 
 } // namespace moefin::race

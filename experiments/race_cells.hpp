@@ -3,6 +3,7 @@
 // routing and finalize x finalize's metadata placement x injected delay. Host-only.
 
 #include "core/chain_config.hpp"
+#include "core/h5store.hpp"
 
 #include <cstdint>
 #include <string>
@@ -39,5 +40,24 @@ struct Axes {
 std::vector<chain::ChainConfig> trigger_variants(chain::ChainConfig const& base, bool full);
 
 std::vector<Cell> cells(Axes const& axes);
+
+/// The finalize variant finalize::select picks in ChainRunner for `cfg` on (shape, T), without a
+/// GPU (ChainRunner::finalize_variant is the same choice on the device buffers).
+std::string planned_finalize_variant(chain::LayerShape const& shape, std::int64_t tokens,
+                                     chain::ChainConfig const& cfg);
+
+/// The configuration a /race_matrix row ran, rebuilt from its columns (preset, triggers, meta,
+/// delay_ns, delayed_kernel) and the file's root attributes (`overrides`: the run's --set) as
+/// cells() built it; the finalize choice is not rebuilt (the row's `finalize` column names the
+/// variant that ran). Throws InputError naming the column it cannot map.
+chain::ChainConfig row_config(h5::Table const& t, std::size_t row, h5::Provenance const& root);
+
+/// The verifier on the chain of row `row` (chain::verify_cell), in the launch mode of the root
+/// attribute `launch` (graph when absent: the only mode before the attribute existed).
+chain::CellVerdict row_verdict(h5::Table const& t, std::size_t row, h5::Provenance const& root);
+
+/// Replaces `unknown` in the `verifier` column (files written before moefin race filled it) by
+/// the verdict of row_verdict; returns how many it replaced.
+std::size_t fill_verdicts(h5::Table& t, h5::Provenance const& root);
 
 } // namespace moefin::race

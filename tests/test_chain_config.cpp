@@ -3,12 +3,11 @@
 
 #include "core/chain_config.hpp"
 #include "core/errors.hpp"
+#include "core/pdl/verifier.hpp"
 #include "core/router_scores.hpp"
 #include "experiments/race_cells.hpp"
 #include "reference/kokkos_env.hpp"
 #include "reference/routing.hpp"
-
-#include <nlohmann/json.hpp>
 
 #include <functional>
 #include <ostream>
@@ -202,19 +201,121 @@ BOOST_AUTO_TEST_CASE(same_seed_gives_the_same_routings_and_seeds_differ) {
   BOOST_TEST((route(routing_seed(7, s, 4, 3)) != route(routing_seed(7, s, 4, 4))));
 }
 
-BOOST_AUTO_TEST_CASE(chain_description_lists_pre_wait_reads_of_finalize_only_when_asked) {
+BOOST_AUTO_TEST_CASE(chain_description_lists_pre_wait_reads_where_the_variant_makes_them) {
   ChainConfig c = preset_config(Preset::kSeedAfter);
-  auto d = describe_chain(c);
-  BOOST_TEST(d.size() == 6u);
-  BOOST_TEST(d.back().name == "finalize");
-  BOOST_TEST(d.back().reads_before_wait.size() == 2u);
-  for (std::size_t i = 0; i + 1 < d.size(); ++i)
-    BOOST_TEST(d[i].reads_before_wait.empty(), d[i].name);
+  auto d = describe_chain(c, "small_batch");
+  BOOST_TEST(d.size() == 7u);
+  BOOST_TEST(d[5].name == "finalize");
+  BOOST_TEST(d[5].trigger == "entry"); // small_batch's own placement
+  BOOST_TEST(d[5].reads_before_wait.size() == 2u);
+  BOOST_TEST(d.back().name == "checksum");
+  BOOST_TEST(d.back().trigger == "exit");
+  for (std::size_t i = 0; i < d.size(); ++i) {
+    BOOST_TEST(d[i].waits, d[i].name);
+    if (i != 5)
+      BOOST_TEST(d[i].reads_before_wait.empty(), d[i].name);
+  }
+  auto const scalar = describe_chain(c, "scalar")[5];
+  BOOST_TEST(scalar.trigger == "exit");
+  BOOST_TEST(scalar.reads_before_wait.empty()); // scalar reads everything after its wait
   c.metadata_before_wait = false;
-  BOOST_TEST(describe_chain(c).back().reads_before_wait.empty());
-  auto const j = nlohmann::json::parse(chain_json(c));
-  BOOST_TEST(j["kernels"].size() == 6u);
-  BOOST_TEST(j["kernels"][2]["trigger"] == "exit");
+  BOOST_TEST(describe_chain(c, "vecload")[5].reads_before_wait.empty());
+  c.at(Kernel::kFinalize).trigger = Trigger::kAfterWrites;
+  BOOST_TEST(describe_chain(c, "small_batch")[5].trigger == "after_writes");
+  BOOST_CHECK_THROW(describe_chain(c, "auto"), InputError);
+}
+
+BOOST_AUTO_TEST_CASE(chain_json_is_a_chain_the_verifier_reads) {
+  ChainConfig c = preset_config(Preset::kAllEarly);
+  pdl::Chain const parsed = pdl::parse_chain(chain_json(c, "small_batch", false), "chain_json");
+  BOOST_TEST(parsed.kernels.size() == 7u);
+  BOOST_TEST(parsed.iterations == kVerifierIterations);
+  BOOST_TEST((pdl::verify(parsed, {false}).verdict() == pdl::Verdict::kRace));
+  pdl::Chain const graph = pdl::parse_chain(chain_json(c, "small_batch", true), "graph");
+  BOOST_TEST(graph.graph);
+  BOOST_TEST(graph.kernels.size() == 14u);
+  BOOST_TEST(graph.edges.size() == 13u);
+}
+
+BOOST_AUTO_TEST_CASE(verifier_chain_names_every_buffer_the_checksum_hashes) {
+  pdl::Chain const c = verifier_chain(preset_config(Preset::kSeedAfter), "small_batch", false);
+  pdl::Kernel const& checksum = c.kernels.back();
+  BOOST_TEST_REQUIRE(checksum.name == "checksum");
+  std::set<std::string> hashed;
+  for (pdl::Op const& op : checksum.paths.at(0))
+    if (op.kind == pdl::OpKind::kRead)
+      hashed.insert(c.buffers.at(op.buffer));
+  for (char const* b : layer_buffer_names())
+    BOOST_TEST(hashed.count(b) == 1u, b);
+  BOOST_TEST(hashed.count("snapshot") == 1u); // seed-after reads metadata before the wait
+}
+
+BOOST_AUTO_TEST_CASE(cells_race_exactly_when_no_kernel_in_between_waits_before_it_triggers) {
+  auto const verdict = [](ChainConfig const& c, char const* variant) {
+    CellVerdict const v = verify_cell(c, variant, false);
+    BOOST_TEST((v.chain == v.metadata));
+    return v.chain;
+  };
+  race::Axes axes;
+  axes.presets = {kAllPresets.begin(), kAllPresets.end()};
+  axes.full = true;
+  axes.delays = {0};
+  int races = 0, cells = 0;
+  for (auto const& cell : race::cells(axes)) {
+    bool linked = false; // a kernel in between waits before it triggers
+    for (Kernel k : kBetweenKernels)
+      linked = linked || cell.cfg.trigger(k) != Trigger::kEntry;
+    bool const race = !linked && cell.cfg.metadata_before_wait;
+    BOOST_TEST((verdict(cell.cfg, "small_batch") == pdl::Verdict::kRace) == race, cell.key);
+    BOOST_TEST((verdict(cell.cfg, "scalar") == pdl::Verdict::kOrdered), cell.key);
+    races += race;
+    ++cells;
+  }
+  BOOST_TEST(races == 4); // one per preset: meta before, every kernel in between at entry
+  BOOST_TEST(cells > 200);
+}
+
+BOOST_AUTO_TEST_CASE(race_rows_rebuild_the_configuration_of_their_cell) {
+  race::Axes axes;
+  axes.presets = {kAllPresets.begin(), kAllPresets.end()};
+  axes.overrides = "routing.trigger=entry,gemm2.pdl=off";
+  h5::Provenance const root = {{"overrides", axes.overrides}, {"launch", "stream"}};
+  auto const cells = race::cells(axes);
+  for (auto const& c : cells) {
+    h5::Table t;
+    t.rows = 1;
+    t.strings["preset"] = {c.cfg.preset};
+    t.strings["triggers"] = {c.triggers};
+    t.strings["meta"] = {c.meta};
+    t.strings["delayed_kernel"] = {c.delayed_kernel};
+    t.strings["finalize"] = {"small_batch"};
+    t.ints["delay_ns"] = {c.delay_ns};
+    BOOST_TEST(describe(race::row_config(t, 0, root)) == describe(c.cfg), c.key);
+    CellVerdict const a = race::row_verdict(t, 0, root);
+    CellVerdict const b = verify_cell(c.cfg, "small_batch", false);
+    BOOST_TEST((a.chain == b.chain), c.key);
+    BOOST_TEST(a.races == b.races, c.key);
+  }
+  h5::Table t;
+  t.rows = 1;
+  t.strings["preset"] = {"seed-after"};
+  t.strings["triggers"] = {"permute=entry"};
+  t.strings["meta"] = {"before"};
+  t.strings["delayed_kernel"] = {"none"};
+  t.ints["delay_ns"] = {0};
+  BOOST_CHECK_THROW(race::row_config(t, 0, {{"command_line", "moefin race --set x.y=z"}}),
+                    InputError);
+  t.strings["preset"] = {"fastest"};
+  BOOST_CHECK_THROW(race::row_config(t, 0, {}), InputError);
+}
+
+BOOST_AUTO_TEST_CASE(planned_finalize_variant_follows_the_dispatch_rule) {
+  LayerShape const s = parse_shape("top-8");
+  ChainConfig c = preset_config(Preset::kSeedAfter);
+  BOOST_TEST(race::planned_finalize_variant(s, 4, c) == "small_batch");
+  BOOST_TEST(race::planned_finalize_variant(s, 128, c) == "vecload");
+  c.finalize = FinalizeChoice::kPrevious;
+  BOOST_TEST(race::planned_finalize_variant(s, 4, c) == "scalar");
 }
 
 BOOST_AUTO_TEST_CASE(race_cells_cover_every_gemm_placement_and_mark_the_benchmark) {

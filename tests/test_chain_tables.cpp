@@ -3,6 +3,7 @@
 
 #include "core/errors.hpp"
 #include "core/h5store.hpp"
+#include "core/pdl/verifier.hpp"
 #include "experiments/chain_run.hpp"
 #include "experiments/chain_tables.hpp"
 
@@ -134,6 +135,7 @@ BOOST_AUTO_TEST_CASE(race_matrix_prints_one_cell_per_meta_and_delay) {
       for (std::int64_t delay : {0, 25000}) {
         h5::Row r;
         bool const race = meta == "before" && delay > 0;
+        bool const contradicted = meta == "after" && delay > 0; // a made-up verifier bug
         r.set("shape", "H6144/I512/E256/top-8")
             .set("T", 4)
             .set("preset", "all-early")
@@ -143,21 +145,28 @@ BOOST_AUTO_TEST_CASE(race_matrix_prints_one_cell_per_meta_and_delay) {
             .set("delayed_kernel", delay ? "routing" : "none")
             .set("finalize", "small_batch")
             .set("iterations", 200)
-            .set("mismatches", race ? 197 : 0)
+            .set("mismatches", race           ? 197
+                               : contradicted ? 3
+                                              : 0)
             .set("stale_reads", race ? 1500 : 0)
             .set("stale_iterations", race ? 198 : 0)
             .set("recorded_reads", 6400)
-            .set("first_buffer", race ? "out" : "")
-            .set("verifier", "unknown");
+            .set("first_buffer", race || contradicted ? "out" : "")
+            .set("verifier", contradicted ? "ordered" : "unknown");
         t.append("k" + std::to_string(n++), r);
       }
   }
   auto const c = run("race --print " + d.file("race.h5"));
   BOOST_TEST(c.status == 0, c.out);
   BOOST_TEST(contains(c.out, "meta=before d=25000"), c.out);
-  BOOST_TEST(contains(c.out, "197/200 s198"), c.out);
-  BOOST_TEST(contains(c.out, "0/200 s0"), c.out);
+  BOOST_TEST(contains(c.out, "197/200 s198 R "), c.out);
+  BOOST_TEST(contains(c.out, "0/200 s0 R "), c.out); // meta=before d=0: a race not seen
+  BOOST_TEST(contains(c.out, "3/200 s0 ! "), c.out);
   BOOST_TEST(contains(c.out, "197/200 iterations mismatch (98.5%"), c.out);
+  BOOST_TEST(contains(c.out, "verifier: 2 of 4 cells race; 2 cells showed a race on the GPU, 1 of "
+                             "them in chains the verifier orders (a bug"),
+             c.out);
+  BOOST_TEST(contains(c.out, "(3 verdicts computed from the rows"), c.out);
 }
 
 BOOST_AUTO_TEST_CASE(equivalence_table_prints_mismatch_location) {
@@ -212,11 +221,44 @@ BOOST_AUTO_TEST_CASE(bad_command_lines_exit_2_naming_the_flag) {
   BOOST_TEST(contains(f.out, "/nonexistent/eq.h5"), f.out);
 }
 
-BOOST_AUTO_TEST_CASE(race_describe_prints_the_chain_without_a_gpu) {
-  auto const r = run("race --presets seed-after --meta before --delays 25000 --describe");
-  BOOST_TEST(r.status == 0, r.out);
-  BOOST_TEST(contains(r.out, "(benchmark)"), r.out);
-  BOOST_TEST(contains(r.out, "\"reads_before_wait\""), r.out);
+BOOST_AUTO_TEST_CASE(race_describe_prints_chains_the_verifier_reads_without_a_gpu) {
+  for (std::string const launch : {"graph", "stream"}) {
+    auto const r =
+        run("race --presets seed-after --meta before --delays 25000 --describe --launch " + launch);
+    BOOST_TEST_REQUIRE(r.status == 0, r.out);
+    BOOST_TEST(contains(r.out, "(benchmark): finalize small_batch, verifier race"), r.out);
+    // One "# key: ..., verifier V (R of P pairs race)" line per cell, then its chain; each
+    // parses, and the verifier's report on it is the one printed.
+    std::istringstream in(r.out);
+    std::string line, header, body;
+    int chains = 0, races = 0;
+    auto const check = [&] {
+      if (header.empty())
+        return;
+      pdl::Chain const c = pdl::parse_chain(body, header);
+      BOOST_TEST(c.graph == (launch == "graph"), header);
+      pdl::Report const rep = pdl::verify(c, {false});
+      bool const race = rep.verdict() == pdl::Verdict::kRace;
+      BOOST_TEST(contains(header, std::string(race ? "verifier race (" : "verifier ordered (") +
+                                      std::to_string(rep.races()) + " of " +
+                                      std::to_string(rep.pairs.size()) + " pairs race)"),
+                 header);
+      races += race;
+      ++chains;
+    };
+    while (std::getline(in, line)) {
+      if (line.rfind("# ", 0) == 0) {
+        check();
+        header = line;
+        body.clear();
+      } else {
+        body += line + "\n";
+      }
+    }
+    check();
+    BOOST_TEST(chains == 11); // seed-after's trigger variants (race_cells.hpp), one meta, one delay
+    BOOST_TEST(races == 1);   // every kernel between routing and finalize at entry
+  }
 }
 
 BOOST_AUTO_TEST_CASE(slot_comparison_names_the_first_differing_buffer) {

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 
 namespace moefin::pdl {
 
@@ -411,6 +412,33 @@ std::string op_text(Chain const& c, Op const& op) {
     return op.scope == FenceScope::kGpu ? "fence gpu" : "fence sys";
   }
   return "?";
+}
+
+Chain captured_graph(Chain const& stream, int rounds) {
+  if (stream.graph)
+    throw std::invalid_argument("captured_graph: " + stream.name + " is already a graph");
+  if (rounds < 1)
+    throw std::invalid_argument("captured_graph: rounds " + std::to_string(rounds) + " < 1");
+  Chain g = stream;
+  g.name = stream.name + "_captured";
+  g.graph = true;
+  g.iterations = 1;
+  g.kernels.clear();
+  g.edges.clear();
+  g.measured.clear(); // measured reads name kernels of the stream chain
+  int const n = static_cast<int>(stream.kernels.size());
+  for (int r = 0; r < rounds; ++r)
+    for (int k = 0; k < n; ++k) {
+      Kernel kern = stream.kernels[k];
+      if (r > 0)
+        kern.name += "_r" + std::to_string(r);
+      int const m = r * n + k;
+      if (m > 0)
+        g.edges.push_back({m - 1, m, kern.pdl ? Port::kProgrammatic : Port::kDefault});
+      kern.pdl = true; // unused in graph mode: the edge ports say it
+      g.kernels.push_back(std::move(kern));
+    }
+  return g;
 }
 
 std::string to_json(Chain const& c) {

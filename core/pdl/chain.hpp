@@ -105,4 +105,12 @@ std::string op_text(Chain const& c, Op const& op); // "read layout", "wait", "fe
 /// Index of the first op of `kind` on the path, or -1.
 int first_of(Path const& p, OpKind kind);
 
+/// The CUDA graph that stream capture of `rounds` back-to-back rounds of a stream chain records
+/// (a launch with the programmatic-serialization attribute is captured as a programmatic edge;
+/// CUDA Programming Guide, "Programmatic Dependent Launch and Synchronization"): kernel k of round
+/// r is kernel r * n + k, named "<name>_r<r>" after round 0, with one in-edge from the kernel
+/// launched before it, programmatic when it has `pdl`, else default. One replay (iterations 1).
+/// Throws std::invalid_argument on a graph chain or rounds < 1.
+Chain captured_graph(Chain const& stream, int rounds);
+
 } // namespace moefin::pdl

@@ -1,7 +1,6 @@
 #include "core/pdl/moe_chain.hpp"
 
 #include <set>
-#include <sstream>
 #include <stdexcept>
 
 namespace moefin::pdl {
@@ -195,42 +194,6 @@ std::vector<MoeChainSpec> moe_corpus() {
               out.push_back(s);
           }
   return out;
-}
-
-MoeChainSpec spec_from_race_cell(std::string const& preset, std::string const& triggers,
-                                 std::string const& meta, int iterations) {
-  MoeChainSpec s =
-      preset.find("seed-before") != std::string::npos ? seed_before_spec() : seed_after_spec();
-  std::istringstream is(triggers);
-  std::string item;
-  while (std::getline(is, item, ',')) {
-    if (item.empty())
-      continue;
-    auto const eq = item.find('=');
-    if (eq == std::string::npos)
-      throw std::invalid_argument("triggers: '" + item + "' is not name=placement");
-    std::string name = item.substr(0, eq);
-    if (name == "act")
-      name = "activation";
-    int k = -1;
-    for (int i = 0; i < kMoeKernels; ++i)
-      if (name == moe_kernel_name(i))
-        k = i;
-    if (k < 0)
-      throw std::invalid_argument("triggers: unknown kernel '" + name + "'");
-    if (item.substr(eq + 1) == "default")
-      continue; // the kernel's own placement in the preset (moefin::Trigger::kDefault)
-    if (!parse_placement(item.substr(eq + 1), &s.trigger[k]))
-      throw std::invalid_argument("triggers: unknown placement '" + item.substr(eq + 1) + "'");
-  }
-  if (meta != "before" && meta != "after")
-    throw std::invalid_argument("meta: '" + meta + "' is not before or after");
-  s.finalize_meta_before_wait = meta == "before";
-  if (iterations < 1 || iterations > 16)
-    throw std::invalid_argument("iterations: " + std::to_string(iterations) +
-                                " out of range [1, 16]");
-  s.iterations = iterations;
-  return s;
 }
 
 } // namespace moefin::pdl

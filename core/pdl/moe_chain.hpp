@@ -1,7 +1,8 @@
 #pragma once
 // The 6-kernel MoE layer chain (DESIGN.md section 2) as chain descriptions: routing -> permute ->
 // gemm1 -> activation -> gemm2 -> finalize, with every PDL knob a parameter. Used for the shipped
-// seed scenarios, the cross-check corpus and the mapping of GPU race-matrix cells to chains.
+// seed scenarios and the cross-check corpus (the chain the GPU race matrix runs is
+// chain::verifier_chain, core/chain_config.hpp).
 
 #include "core/pdl/chain.hpp"
 
@@ -56,13 +57,5 @@ std::string spec_label(MoeChainSpec const& s);
 /// triggering at entry (the reviewer's scenario), every trigger placement of each kernel, every
 /// single omitted wait, finalize metadata before and after its wait, one and two iterations.
 std::vector<MoeChainSpec> moe_corpus();
-
-/// The chain of a race-matrix cell (data/README.md, /race_matrix): `preset` containing
-/// "seed-before" starts from seed_before_spec(), else seed_after_spec(); `triggers` lists
-/// name=placement for any of the kernels (routing, permute, gemm1, act or activation, gemm2,
-/// finalize), a placement "default" keeping the preset's; `meta` is "before" or "after". Throws
-/// std::invalid_argument naming what it cannot map.
-MoeChainSpec spec_from_race_cell(std::string const& preset, std::string const& triggers,
-                                 std::string const& meta, int iterations);
 
 } // namespace moefin::pdl

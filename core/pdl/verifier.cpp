@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <stdexcept>
 
 namespace moefin::pdl {
 
@@ -59,6 +60,31 @@ PairVerdict const* Report::find(PairKey const& k) const {
     if (p.key == k)
       return &p;
   return nullptr;
+}
+
+Verdict reads_verdict(Chain const& c, Report const& r, std::vector<int> const& kernels, int buffer,
+                      bool before_wait) {
+  auto const side = [&](int k, int path, int op) {
+    int const w = first_of(c.kernels.at(k).paths.at(path), OpKind::kWait);
+    return (w < 0 || op < w) == before_wait;
+  };
+  bool found = false;
+  for (int k : kernels)
+    for (std::size_t p = 0; p < c.kernels.at(k).paths.size(); ++p) {
+      Path const& path = c.kernels[k].paths[p];
+      for (std::size_t o = 0; o < path.size(); ++o)
+        found = found || (path[o].kind == OpKind::kRead && path[o].buffer == buffer &&
+                          side(k, static_cast<int>(p), static_cast<int>(o)));
+    }
+  if (!found)
+    throw std::invalid_argument("reads_verdict: no read of " + c.buffers.at(buffer) +
+                                (before_wait ? " before" : " after") + " the wait in " + c.name);
+  for (PairVerdict const& v : r.pairs)
+    if (!v.ordered && v.hazard == Hazard::kRaw && v.key.buffer == buffer &&
+        std::find(kernels.begin(), kernels.end(), v.key.kernel_b) != kernels.end() &&
+        side(v.key.kernel_b, v.key.path_b, v.key.op_b))
+      return Verdict::kRace;
+  return Verdict::kOrdered;
 }
 
 namespace {

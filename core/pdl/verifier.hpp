@@ -79,4 +79,11 @@ struct VerifyOptions {
 
 Report verify(Chain const& c, VerifyOptions const& o = {});
 
+/// The verdict on the reads of `buffer` by any of `kernels` (indices into c.kernels) before their
+/// first wait (`before_wait`) or after it: a race when some RAW pair of `r` that ends in one of
+/// them races, whatever the writer and the distance in iterations. What a stale-read counter on
+/// those reads can see. Throws std::invalid_argument when none of the kernels has such a read.
+Verdict reads_verdict(Chain const& c, Report const& r, std::vector<int> const& kernels, int buffer,
+                      bool before_wait);
+
 } // namespace moefin::pdl

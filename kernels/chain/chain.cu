@@ -14,23 +14,11 @@
 
 namespace moefin::chain {
 
+static_assert(kNumBuffers == kLayerBuffers, "chain::Buffer and layer_buffer_names() differ");
+
 char const* buffer_name(Buffer b) {
-  static char const* const names[kNumBuffers] = {"expert_ids",
-                                                 "expert_weights",
-                                                 "expanded_to_permuted",
-                                                 "permuted_to_token",
-                                                 "permuted_to_expanded",
-                                                 "expert_counts",
-                                                 "expert_offsets",
-                                                 "cta_to_expert",
-                                                 "total_padded_rows",
-                                                 "permuted",
-                                                 "gemm1_out",
-                                                 "act_out",
-                                                 "gemm2_out",
-                                                 "out"};
   auto const i = static_cast<int>(b);
-  return i >= 0 && i < kNumBuffers ? names[i] : "?";
+  return i >= 0 && i < kNumBuffers ? layer_buffer_names()[static_cast<std::size_t>(i)] : "?";
 }
 
 int buffer_element_bytes(Buffer b) {

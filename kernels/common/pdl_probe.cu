@@ -49,16 +49,6 @@ void enqueue(ProbeChain const& c, int* flag, int* pre, int* post, int it, std::i
 
 } // namespace
 
-std::vector<ProbeChain> design_chains() {
-  return {{"producer -> consumer", false, {}},
-          {"producer (trigger at end) -> consumer", true, {}},
-          {"producer -> middle (trigger before its wait) -> consumer", false, {true}},
-          {"producer -> middle (trigger after its wait) -> consumer", false, {false}},
-          {"producer -> m1 (after) -> m2 (before) -> consumer", false, {false, true}},
-          {"producer -> m1 (before) -> m2 (after) -> consumer", false, {true, false}},
-          {"producer -> m1 (before) -> m2 (before) -> consumer", false, {true, true}}};
-}
-
 ProbeResult run_probe(ProbeChain const& c, bool graph, int iterations, std::int64_t delay_ns) {
   int *flag = nullptr, *pre = nullptr, *post = nullptr;
   MOEFIN_CUDA_CHECK(cudaMalloc(&flag, sizeof(int)));

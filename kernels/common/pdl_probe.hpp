@@ -13,6 +13,7 @@ struct ProbeChain {
   std::string name;
   bool producer_triggers_at_end = false;         // else at entry, before its wait and its write
   std::vector<bool> middle_triggers_before_wait; // one entry per middle kernel
+  std::string chain_file; // data/chains/<chain_file>.json: the chain for the verifier
 };
 
 struct ProbeResult {
@@ -25,7 +26,8 @@ struct ProbeResult {
 /// `graph`, else as plain stream launches; `delay_ns` before the producer's write.
 ProbeResult run_probe(ProbeChain const& chain, bool graph, int iterations, std::int64_t delay_ns);
 
-/// The chains of the DESIGN.md table, in its order.
+/// The chains of the DESIGN.md table, in its order (host code:
+/// kernels/common/pdl_probe_chains.cpp).
 std::vector<ProbeChain> design_chains();
 
 } // namespace moefin::probe
