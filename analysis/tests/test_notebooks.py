@@ -1,6 +1,7 @@
 """The notebooks are stored without outputs and run headless (nbclient) on what data/ holds,
 so they cannot rot; with no GPU file they still run and say what is missing."""
 import pathlib
+import re
 import shutil
 import sys
 
@@ -8,6 +9,8 @@ import nbformat
 import pytest
 from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 from nbclient import NotebookClient
+
+from analysis import DATA_DIR, build_report
 
 
 NOTEBOOKS = pathlib.Path(__file__).resolve().parents[1] / "notebooks"
@@ -56,8 +59,18 @@ def test_notebook_runs_on_data_and_says_what_is_missing(name, kernel_name, monke
     monkeypatch.delenv("MOEFIN_DATA_DIR", raising=False)
     text = execute(name, kernel_name)
     assert "published: GB200 (SM100), GB300 (SM103), Rubin (SM107)" in text
-    if "0 result file(s)" in text:  # no GPU file committed yet
+    files = int(re.search(r"^(\d+) result file\(s\) under", text, flags=re.M).group(1))
+    if files == 0:  # no GPU file committed yet
         assert "not measured yet:" in text
+    report = build_report([DATA_DIR])
+    assert files == len(report.files)
+    if name == "pdl_ordering_stress":
+        for r in report.results:  # every condition of a race matrix is named
+            for cond in r.conditions.get("race_matrix", []):
+                assert cond in text, cond
+        for t in report.tables:
+            if t.name.startswith(("race_summary_", "pdl_probe_", "equivalence_")):
+                assert t.title in text, t.title
     if name == "speedup_tables":
         assert "| 22 |" in text and "1.81x (1.64x)" in text  # the published GB200 row
         assert r"\toprule" in text
