@@ -296,7 +296,7 @@ def peer_tables(results, mode="c"):
                       notes=["Per in-regime (H, T, weights) the ratio of the two per-launch "
                              "medians (the peers ran in rounds of their own), then the median "
                              "and the minimum over the shapes; > 1: small_batch is faster. "
-                             "The peers launch without PDL, so mode c is the fair comparison."])
+                             "The peers launch without PDL, as small_batch does in mode c."])
         for k in sorted(int(k) for k in t.unique("K")):
             cells = [summary_cell(peer_ratios(t, k, p, mode)) for p in peers]
             cells += [summary_cell(t["median_us"][t.mask(K=k, variant=p, mode=mode, l2="hot",
@@ -329,8 +329,8 @@ def noise_tables(results):
         table = Table(f"noise_{r.column.slug}",
                       f"Noise on {r.column.label}: configurations measured twice in one run "
                       f"(/finalize_repeat vs /finalize_sweep)", ["quantity"],
-                      ["configurations", "median |difference|", "max |difference|"],
-                      notes=["|second - first| / first, per configuration key."])
+                      ["configurations", "median abs. difference", "max abs. difference"],
+                      notes=["abs(second - first) / first, per configuration key."])
         for name, d in (("per-launch time", dt), ("speedup vs scalar", ds)):
             d = np.asarray(d)
             table.add_row(name, [count_cell(len(d)),
@@ -470,8 +470,8 @@ def finalize_check_tables(results):
                              "configuration (deepseek_fp8: the dequantized E4M3 output against "
                              "the reference's); tolerance = the largest a row was held to; max "
                              "ulp = the largest distance in output steps (bf16 or E4M3) to the "
-                             "reference's rounded output (large where outputs are near zero, "
-                             "whose steps are tiny); unwritten = output elements still "
+                             "reference's rounded output (it grows without bound near zero, where "
+                             "the steps are tiny: rel_err is the bound); unwritten = output elements still "
                              "poisoned. Routings: " + ", ".join(t.unique("routing")) + "."])
         for v in t.unique("variant"):
             s = t.where(variant=v)

@@ -180,3 +180,20 @@ def test_pdl_probe_beside_the_design_table(out):
             (i,) = np.flatnonzero((t["chain"] == chain) & (t["launch"] == launch))
             col = f"{launch} pre-wait (d={t['delay_ns'][i]} ns)"
             assert row[header.index(col)] == f"{t['stale_pre_wait'][i]}/{t['iterations'][i]}"
+
+
+def test_noise_and_finalize_check(out):
+    sweep, _ = rows_of(H200 / "h200_finalize_sweep.h5", "finalize_sweep")
+    rep, _ = rows_of(H200 / "h200_finalize_sweep.h5", "finalize_repeat")
+    first = {k: u for k, u in zip(sweep["key"], sweep["median_us"])}
+    d = np.array([abs(u - first[k]) / first[k] for k, u in zip(rep["key"], rep["median_us"])])
+    assert cell(out, "noise_h200_sm90", ["per-launch time"], "configurations") == str(len(d))
+    assert cell(out, "noise_h200_sm90", ["per-launch time"], "max abs. difference") == \
+        f"{100 * d.max():.2f}%"
+    check, _ = rows_of(H200 / "h200_finalize_check.h5", "finalize_check")
+    for variant in ("small_batch", "deepseek_fp8"):
+        m = check["variant"] == variant
+        assert cell(out, "finalize_check_h200_sm90", [variant], "passed") == \
+            str(check["pass"][m].sum())
+        assert cell(out, "finalize_check_h200_sm90", [variant], "max rel_err") == \
+            f"{check['rel_err'][m].max():.1e}"
