@@ -421,8 +421,8 @@ def timeline_figure(result, entries, max_ctas=4):
         cond = result.condition_of.get(("timelines", path), "")
         name = f"{pathlib.Path(path).stem} /{tl.group}"
         first_name = tl.kernels[int(tl.stamps["kernel"].min())]
-        lead = f"{cond}: first" if cond else "first"
-        views = ([(0, (-0.02 * zoom, zoom), f"{lead} {zoom:.0f} us ({first_name} running)")]
+        prefix = f"{cond}: first" if cond else "first"
+        views = ([(0, (-0.02 * zoom, zoom), f"{prefix} {zoom:.0f} us ({first_name} running)")]
                  if zoomed else [])
         views.append((len(axes[row]) - 1, (-0.01 * full, 1.01 * full), f"{name}: whole run"))
         for col, xlim, what in views:
