@@ -11,6 +11,7 @@ import pathlib
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 DATA_DIR = REPO_ROOT / "data"
 PUBLISHED_DIR = DATA_DIR / "published"
+CHAINS_DIR = DATA_DIR / "chains"
 
 from .errors import ResultFileError  # noqa: E402
 from .loader import load_result_file, discover  # noqa: E402
@@ -18,5 +19,5 @@ from .merging import merge, Column  # noqa: E402
 from .published import load_published  # noqa: E402
 from .report import build_report, write_report  # noqa: E402
 
-__all__ = ["REPO_ROOT", "DATA_DIR", "PUBLISHED_DIR", "ResultFileError", "load_result_file",
+__all__ = ["REPO_ROOT", "DATA_DIR", "PUBLISHED_DIR", "CHAINS_DIR", "ResultFileError", "load_result_file",
            "discover", "merge", "Column", "load_published", "build_report", "write_report"]

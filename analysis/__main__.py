@@ -1,4 +1,4 @@
-"""python -m analysis report FILE_OR_DIR... [--out DIR] [--published DIR]
+"""python -m analysis report FILE_OR_DIR... [--out DIR] [--published DIR] [--chains DIR]
 
 Exit status: 0 written; 1 a bad input file or an unwritable output (one line naming it);
 2 bad usage.
@@ -11,7 +11,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-from . import PUBLISHED_DIR  # noqa: E402
+from . import CHAINS_DIR, PUBLISHED_DIR  # noqa: E402
 from .errors import ResultFileError  # noqa: E402
 from .report import build_report, write_report  # noqa: E402
 
@@ -32,13 +32,16 @@ def _parser():
                    help="output directory (default: out/report)")
     r.add_argument("--published", default=str(PUBLISHED_DIR), metavar="DIR",
                    help=f"directory of the published CSVs (default: {PUBLISHED_DIR})")
+    r.add_argument("--chains", default=str(CHAINS_DIR), metavar="DIR",
+                   help="directory of the chain descriptions whose `measured` blocks hold the "
+                   f"H200 table of DESIGN.md section 3 (default: {CHAINS_DIR})")
     return p
 
 
 def main(argv=None):
     args = _parser().parse_args(argv)
     try:
-        report = build_report(args.inputs, args.published, log=print)
+        report = build_report(args.inputs, args.published, log=print, chains_dir=args.chains)
         print(f"analysis: {len(report.files)} result file(s), {len(report.results)} measured "
               f"architecture(s): {', '.join(r.column.label for r in report.results) or 'none'}")
         write_report(report, args.out, log=print)

@@ -3,7 +3,10 @@ and line styles carry the series, colour only repeats them), labelled axes with 
 architecture in every title, saved as PNG and PDF.
 """
 import math
+import multiprocessing
+import os
 import pathlib
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -11,8 +14,10 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
-from .tables import (ABLATIONS, SEED_TOPK, TIME_VARIANTS, all_columns, finalize_speedups,
-                     kept_on_scalar, launch_floor, measured, sweep_rows)
+from .merging import shared_conditions
+from .tables import (ABLATIONS, SEED_TOPK, TIME_VARIANTS, all_columns, delay_text,
+                     finalize_speedups, kept_on_scalar, launch_floor, measured,
+                     race_expectations, sweep_rows)
 
 HATCHES = ("", "///", "\\\\\\", "xxx", "...", "+++", "ooo", "---", "|||", "**")
 GRAYS = ("0.15", "0.55", "0.8", "0.35", "0.95", "0.65", "0.25", "0.9", "0.45", "0.7")
@@ -31,8 +36,8 @@ class FigureInfo:
     series: list = field(default_factory=list)  # what the figure shows (column labels, ...)
 
 
-def _new(width, height):
-    fig = Figure(figsize=(width, height), dpi=100, layout="constrained")
+def _new(width, height, layout="constrained"):
+    fig = Figure(figsize=(width, height), dpi=100, layout=layout)
     FigureCanvasAgg(fig)
     return fig
 
@@ -55,6 +60,13 @@ def _grid(n, ncols=3):
     return max(1, math.ceil(n / ncols)), ncols
 
 
+REGIME_CTAS = 1184  # data/README.md, /finalize_sweep `in_regime`: ceil(H/256) * T < 1184
+
+
+def in_regime(H, T):
+    return math.ceil(H / 256) * T < REGIME_CTAS
+
+
 def heatmap_figure(result):
     """small_batch vs scalar per hidden size x tokens, one panel per top-K (mode a, l2 hot)."""
     t = sweep_rows(result)
@@ -62,7 +74,14 @@ def heatmap_figure(result):
     ks = [int(k) for k in sel.unique("K")]
     hs, ts = [int(h) for h in sel.unique("H")], [int(x) for x in sel.unique("T")]
     nrows, ncols = _grid(len(ks))
-    fig = _new(2.0 + 0.45 * len(ts) * ncols, 0.6 + (0.9 + 0.3 * len(hs)) * nrows)
+    width, height = 2.8 + 0.45 * len(ts) * ncols, 1.0 + (0.9 + 0.3 * len(hs)) * nrows
+    # fixed margins (inches): a constrained layout of many labelled cells costs seconds
+    fig = _new(width, height, layout=None)
+    left, right, bottom, top, gap_w, gap_h = 0.75, 1.1, 0.45, 0.85, 0.95, 0.7
+    axis_w = (width - left - right - gap_w * (ncols - 1)) / ncols
+    axis_h = (height - bottom - top - gap_h * (nrows - 1)) / nrows
+    fig.subplots_adjust(left=left / width, right=1 - right / width, bottom=bottom / height,
+                        top=1 - top / height, wspace=gap_w / axis_w, hspace=gap_h / axis_h)
     axes = fig.subplots(nrows, ncols, squeeze=False)
     grid_all = {}
     for k in ks:
@@ -85,13 +104,16 @@ def heatmap_figure(result):
         ax = axes[n // ncols][n % ncols]
         grid, regime = grid_all[k]
         shown = np.where(regime, grid, np.nan)
-        image = ax.imshow(shown, cmap="Greys", vmin=lo, vmax=hi, aspect="auto",
+        image = ax.imshow(shown, cmap="Greys", vmin=lo, vmax=hi, aspect="auto", zorder=1,
                           interpolation="nearest")
         for i in range(len(hs)):
             for j in range(len(ts)):
                 if not regime[i, j]:
-                    ax.add_patch(Rectangle((j - .5, i - .5), 1, 1, fill=False, hatch="xx",
-                                           edgecolor="0.6", linewidth=0))
+                    # measured outside the regime, or not measured where the regime ends;
+                    # a blank cell inside the regime was not measured
+                    if not np.isnan(grid[i, j]) or not in_regime(hs[i], ts[j]):
+                        ax.add_patch(Rectangle((j - .5, i - .5), 1, 1, fill=False,
+                                               hatch="xx", edgecolor="0.6", linewidth=0))
                     continue
                 v = grid[i, j]
                 dark = (v - lo) / (hi - lo) > 0.55
@@ -106,9 +128,11 @@ def heatmap_figure(result):
     for n in range(len(ks), nrows * ncols):
         axes[n // ncols][n % ncols].set_visible(False)
     if image is not None:
-        fig.colorbar(image, ax=axes, shrink=0.8).set_label("speedup vs scalar (x)")
+        bar = fig.add_axes((1 - 0.85 / width, 0.15, 0.15 / width, 0.7))
+        fig.colorbar(image, cax=bar).set_label("speedup vs scalar (x)")
     fig.suptitle(f"{result.column.label}: small_batch vs scalar finalize, mode a, L2 hot\n"
-                 f"(median over bf16/fp32 weights; hatched: outside the small-batch regime)", fontsize=9)
+                 f"(median over bf16/fp32 weights; hatched: outside the small-batch regime "
+                 f"ceil(H/256) x T < {REGIME_CTAS}; blank: inside it, not measured)", fontsize=9)
     return fig, ks
 
 
@@ -190,140 +214,315 @@ def time_figure(result, H, mode="a", l2="hot"):
     return fig, variants
 
 
+ABBREV = {"entry": "en", "after_wait": "aw", "after_writes": "ar", "exit": "ex"}
+
+
+def _trigger_label(triggers):
+    """'permute=entry,gemm1=exit,...' -> 'p=en g1=ex a=en g2=ex', the abbreviations of the
+    race-matrix keys."""
+    short = {"permute": "p", "gemm1": "g1", "act": "a", "activation": "a", "gemm2": "g2"}
+    out = []
+    for item in triggers.split(","):
+        name, _, where = item.partition("=")
+        out.append(f"{short.get(name, name)}={ABBREV.get(where, where)}")
+    return " ".join(out)
+
+
+def _panel_label(condition):
+    return condition if condition else "all files"
+
+
 def race_figure(result, preset):
-    """The race matrix of one preset: mismatch rate per cell, verifier verdict marked."""
+    """The race matrix of one preset, one panel per condition (e.g. carveout) side by side:
+    rows are the trigger placements in the order measured, columns finalize's metadata
+    placement x injected delay; gray = share of iterations with a mismatch, a hatched and boxed
+    cell = the expected verdict is race (data/README.md; verifier column, else the DESIGN.md
+    section 3 rule)."""
     t = result.table("race_matrix").where(preset=preset)
-    rows = sorted({(a, b) for a, b in zip(t["triggers"].tolist(), t["meta"].tolist())})
-    cols = sorted({(a, b) for a, b in zip(t["delayed_kernel"].tolist(),
-                                           t["delay_ns"].tolist())}, key=lambda x: (x[0], x[1]))
-    rate = np.full((len(rows), len(cols)), np.nan)
-    verdict = {}
-    for i, (trig, meta) in enumerate(rows):
-        for j, (kern, delay) in enumerate(cols):
-            m = t.mask(triggers=trig, meta=meta, delayed_kernel=kern, delay_ns=delay)
-            if np.any(m):
-                it = int(t["iterations"][m].sum())
-                rate[i, j] = t["mismatches"][m].sum() / it if it else np.nan
-                verdict[(i, j)] = "race" if np.any(t["verifier"][m] == "race") else "ordered"
-    ylabels = [f"{a} | meta {b}" for a, b in rows]
-    fig = _new(3.2 + 1.1 * len(cols) + 0.055 * max(map(len, ylabels), default=10),
-               2.2 + 0.38 * len(rows))
-    ax = fig.subplots()
-    image = ax.imshow(rate, cmap="Greys", vmin=0, vmax=1, aspect="auto", interpolation="nearest")
-    for (i, j), v in verdict.items():
-        if v == "race":
-            ax.add_patch(Rectangle((j - .5, i - .5), 1, 1, fill=False, hatch="//",
-                                   edgecolor="0.5", linewidth=0))
-        r = rate[i, j]
-        text = ("R " if v == "race" else "o ") + ("-" if np.isnan(r) else f"{r:.2f}")
-        ax.text(j, i, text, ha="center", va="center", fontsize=7,
-                color="white" if (not np.isnan(r) and r > 0.55) else "black",
-                bbox=dict(boxstyle="round,pad=0.15", facecolor="none", edgecolor="black",
-                          linewidth=1.0) if v == "race" else None)
-    ax.set_xticks(range(len(cols)), [f"{k}\n{d} ns" for k, d in cols], fontsize=7)
-    ax.set_yticks(range(len(rows)), ylabels, fontsize=6)
-    ax.set_xlabel("delayed kernel, injected delay (ns)")
-    ax.set_ylabel("trigger placements | finalize metadata read")
-    fig.colorbar(image, ax=ax).set_label("mismatch rate (mismatching / iterations)")
-    fig.legend(handles=[Patch(facecolor="white", edgecolor="0.5", hatch="//",
-                              label="R (boxed): the verifier says race"),
-                        Patch(facecolor="white", edgecolor="black",
-                              label="o: the verifier says ordered")],
-               fontsize=7, loc="outside lower center", ncols=2)
-    fig.suptitle(f"{result.column.label}: race matrix, preset {preset}", fontsize=9)
-    return fig, [f"{a} | {b}" for a, b in rows]
-
-
-def timeline_figure(result, timeline, max_ctas=16):
-    """Per-CTA Gantt of one timeline: bar from start to exit, wait return and trigger marked,
-    each kernel's launch (its first CTA start) drawn as a line."""
-    s = timeline.stamps
-    valid = s["start_ns"] >= 0
-    t0 = int(s["start_ns"][valid].min()) if np.any(valid) else 0
-    kernels = sorted(set(s["kernel"].tolist()))
-    fig = _new(8.0, 1.6 + 0.1 * min(len(timeline), max_ctas * len(kernels)) + 0.25 * len(kernels))
-    ax = fig.subplots()
-    y, ticks, tick_labels, shown_total = 0, [], [], 0
-    for n, k in enumerate(kernels):
-        idx = np.flatnonzero(s["kernel"] == k)
-        idx = idx[np.argsort(s["cta"][idx], kind="stable")][:max_ctas]
-        shown_total += len(idx)
-        name = timeline.kernels[k]
-        top = y
+    expected, _, source = race_expectations(t)
+    order = {c: n for n, c in enumerate(result.conditions.get("race_matrix", [""]))}
+    conditions = sorted(set(t["condition"].tolist()), key=lambda c: order.get(c, len(order)))
+    rows = list(dict.fromkeys(t["triggers"].tolist()))
+    stale = t["stale_iterations"] if "stale_iterations" in t else t["stale_reads"]
+    panels = []
+    for cond in conditions:
+        m = t["condition"] == cond
+        cols = sorted({(meta, int(d), k) for meta, d, k in zip(
+            t["meta"][m].tolist(), t["delay_ns"][m].tolist(), t["delayed_kernel"][m].tolist())},
+            key=lambda c: (c[0] != "before", c[1], c[2]))
+        panels.append((cond, np.flatnonzero(m), cols))
+    width = sum(0.8 * len(cols) + 0.3 for _, _, cols in panels)
+    fig = _new(2.2 + width + 1.0, 2.1 + 0.3 * len(rows))
+    axes = fig.subplots(1, len(panels), squeeze=False, sharey=True,
+                        gridspec_kw={"width_ratios": [len(c) for _, _, c in panels]})[0]
+    image = None
+    for ax, (cond, idx, cols) in zip(axes, panels):
+        rate = np.full((len(rows), len(cols)), np.nan)
+        cell = {}
         for i in idx:
-            start, end = s["start_ns"][i], s["end_ns"][i]
-            if start < 0:
-                continue
-            stop = end if end >= 0 else start
-            ax.barh(y, (stop - start) / 1e3, left=(start - t0) / 1e3, height=0.8,
-                    color=GRAYS[n % len(GRAYS)], edgecolor="black", linewidth=0.3,
-                    hatch=HATCHES[n % len(HATCHES)])
-            for field, marker, size in (("wait_ns", "D", 4), ("trigger_ns", "*", 8)):
-                if s[field][i] >= 0:
-                    ax.plot((s[field][i] - t0) / 1e3, y, marker=marker, markersize=size,
-                            markerfacecolor="white", markeredgecolor="black",
-                            markeredgewidth=0.8, linestyle="none")
-            y += 1
-        if y > top:
-            launch = (s["start_ns"][idx][s["start_ns"][idx] >= 0].min() - t0) / 1e3
-            ax.plot([launch, launch], [top - 0.5, y - 0.5], color="black", linewidth=1.5)
-            ticks.append((top + y - 1) / 2)
-            count = int(np.sum(s["kernel"] == k))
-            tick_labels.append(f"{name} ({len(idx)}/{count} CTAs)" if count > len(idx)
-                               else f"{name} ({count} CTAs)")
-        y += 0.5
-    ax.set_yticks(ticks, tick_labels, fontsize=7)
-    ax.invert_yaxis()
-    ax.set_xlabel("time since the first CTA started (us)")
-    ax.set_ylabel("kernel, one row per CTA")
-    marks = dict(linestyle="none", markerfacecolor="white", markeredgecolor="black",
-                 markeredgewidth=0.8)
-    fig.legend(handles=[ax.plot([], [], color="black", linewidth=1.5,
-                                label="kernel launch (first CTA start)")[0],
-                        ax.plot([], [], marker="D", markersize=4, label="wait returned",
-                                **marks)[0],
-                        ax.plot([], [], marker="*", markersize=8, label="trigger", **marks)[0],
-                        Patch(facecolor="0.8", edgecolor="black", label="CTA start to exit")],
-               fontsize=7, loc="outside lower center", ncols=4)
-    source = timeline.attrs.get("source", "")
-    fig.suptitle(f"{result.column.label}: per-CTA timeline /{timeline.group}"
-                 + (f" ({source})" if source else ""), fontsize=9)
-    return fig, [timeline.kernels[k] for k in kernels]
+            r_, c_ = rows.index(t["triggers"][i]), cols.index(
+                (t["meta"][i], int(t["delay_ns"][i]), t["delayed_kernel"][i]))
+            its = int(t["iterations"][i])
+            rate[r_, c_] = t["mismatches"][i] / its if its else np.nan
+            cell[i] = (r_, c_, its)
+        image = ax.imshow(rate, cmap="Greys", vmin=0, vmax=1, aspect="auto",
+                          interpolation="nearest")
+        for i, (r_, c_, its) in cell.items():
+            race = expected[i] == "race"
+            if race:
+                ax.add_patch(Rectangle((c_ - .5, r_ - .5), 1, 1, fill=False, hatch="///",
+                                       edgecolor="0.55", linewidth=0))
+                ax.add_patch(Rectangle((c_ - .46, r_ - .42), 0.92, 0.84, fill=False,
+                                       edgecolor="black", linewidth=1.2))
+            dark = not np.isnan(rate[r_, c_]) and rate[r_, c_] > 0.55
+            ax.text(c_, r_, f"{int(t['mismatches'][i])}/{its} s{int(stale[i])}", ha="center",
+                    va="center", fontsize=6, color="white" if dark else "black",
+                    fontweight="bold" if race else "normal",
+                    bbox=None if dark or not race else dict(facecolor="white", pad=0.6,
+                                                            edgecolor="none"))
+        ax.set_xticks(range(len(cols)), [f"meta {m}\n{_delay_label(d, k)}" for m, d, k in cols],
+                      fontsize=6)
+        ax.set_yticks(range(len(rows)), [_trigger_label(x) for x in rows], fontsize=6)
+        ax.set_title(_panel_label(cond), fontsize=8)
+        ax.set_xlabel("finalize metadata read, injected delay", fontsize=7)
+    axes[0].set_ylabel("trigger placements of permute (p), gemm1 (g1), act (a), gemm2 (g2)",
+                       fontsize=7)
+    fig.colorbar(image, ax=list(axes)).set_label("mismatching iterations / iterations")
+    verdict = "verifier" if "rule" not in source else "DESIGN.md section 3 rule"
+    fig.legend(handles=[Patch(facecolor="white", edgecolor="black", hatch="///",
+                              label=f"expected race ({verdict})"),
+                        Patch(facecolor="white", edgecolor="0.7", label="expected ordered")],
+               fontsize=7, loc="outside lower center", ncols=2,
+               title="cell: mismatching/iterations, s = iterations with a stale pre-wait read; "
+                     "en entry, aw after_wait, ar after_writes, ex exit", title_fontsize=7)
+    shape = "/".join(sorted(set(t["shape"].tolist()))) if "shape" in t else ""
+    tokens = ",".join(str(x) for x in sorted(set(t["T"].tolist()))) if "T" in t else ""
+    where = f" {shape} T={tokens}" if shape else ""
+    fig.suptitle(f"{result.column.label}: race matrix, preset {preset},{where}\n"
+                 f"{_common_condition(result, 'race_matrix')}", fontsize=9)
+    return fig, [_panel_label(c) for c in conditions]
 
 
-def build_figures(results, pub, out_dir):
-    """Renders every figure the inputs support into out_dir; returns FigureInfo per figure."""
-    infos = []
+def _delay_label(delay, kernel):
+    text = delay_text(delay, kernel)
+    return "no delay" if text == "none" else text
 
-    def emit(made, stem, title):
-        fig, series = made
-        infos.append(FigureInfo(stem, title, save(fig, out_dir, stem), list(series)))
 
-    emit(bars_figure(results, pub), "finalize_speedup_bars",
-         "Finalize-only median speedup per top-K, every architecture (minimum marked)")
+def _common_condition(result, group):
+    shared = shared_conditions(result, group)
+    return "every file: " + ", ".join(shared) if shared else ""
+
+
+def timeline_groups(result):
+    """Timelines of one configuration measured under several conditions go into one figure:
+    [(the timelines' `key` attribute or the group name, [(file path, Timeline), ...])], in
+    file order."""
+    groups = {}
+    for path, tl in result.timelines:
+        if len(tl):
+            # without a configuration key a timeline stands alone, named by its group
+            key = tl.attrs.get("key") or (path, tl.group)
+            groups.setdefault(key, []).append((path, tl))
+    return [(k if isinstance(k, str) else k[1], v) for k, v in groups.items()]
+
+
+def _gantt(ax, timeline, t0, max_ctas, xlim=None):
+    """One panel: per kernel its first `max_ctas` CTAs (by index), each a bar from start to
+    exit, hatched before the wait returned, with the CTA's start, wait return, trigger and exit
+    marked; behind them the span of all the kernel's CTAs. Returns the y ticks (pos, label).
+    Bars and markers are drawn a few calls per panel: artists per CTA made rendering slow."""
+    s = timeline.stamps
+    y, ticks = 0, []
+    pre, post, marks = [], [], {m: ([], []) for m in GANTT_MARKS}  # (y, left, width[, fill])
+    for n, k in enumerate(sorted(set(s["kernel"].tolist()))):
+        every = np.flatnonzero(s["kernel"] == k)
+        idx = every[np.argsort(s["cta"][every], kind="stable")][:max_ctas]
+        idx = idx[s["start_ns"][idx] >= 0]
+        if not len(idx):
+            continue
+        starts, ends = s["start_ns"][every], s["end_ns"][every]
+        ok = starts >= 0
+        lo, hi = starts[ok].min(), max(ends[ok].max(), starts[ok].max())
+        ax.add_patch(Rectangle(((lo - t0) / 1e3, y - 0.5), (hi - lo) / 1e3, len(idx),
+                               facecolor="0.9", edgecolor="none", zorder=0))
+        rows = y + np.arange(len(idx))
+        start, wait, trig, end = ((s[f][idx] - t0) / 1e3 for f in
+                                  ("start_ns", "wait_ns", "trigger_ns", "end_ns"))
+        has = {f: s[f][idx] >= 0 for f in ("wait_ns", "trigger_ns", "end_ns")}
+        stop = np.where(has["end_ns"], end, start)
+        split = np.where(has["wait_ns"] & (wait >= start) & (wait <= stop), wait, start)
+        pre.append((rows, start, split - start))
+        post.append((rows, split, stop - split, GANTT_FILLS[n % len(GANTT_FILLS)]))
+        for m, x, show in (("start", start, np.ones(len(idx), bool)),
+                           ("exit", end, has["end_ns"]), ("wait", wait, has["wait_ns"]),
+                           ("trigger", trig, has["trigger_ns"])):
+            marks[m][0].extend(x[show])
+            marks[m][1].extend(rows[show])
+        label = timeline.kernels[k]
+        ticks.append(((2 * y + len(idx) - 1) / 2,
+                      f"{label} ({len(idx)} of {len(every)} CTAs)" if len(every) > len(idx)
+                      else f"{label} ({len(every)} CTAs)"))
+        y += len(idx) + 0.6
+    if pre:
+        rows, left, width = (np.concatenate(v) for v in zip(*pre))
+        some = width > 0
+        ax.barh(rows[some], width[some], left=left[some], height=0.7, color="white",
+                edgecolor="black", linewidth=0.4, hatch="////", zorder=2)
+        for rows, left, width, fill in post:
+            ax.barh(rows, width, left=left, height=0.7, color=fill, edgecolor="black",
+                    linewidth=0.4, zorder=2)
+    for z, m in enumerate(("start", "exit", "wait", "trigger")):  # the trigger on top
+        ax.plot(*marks[m], zorder=4 + z, **GANTT_MARKS[m])
+    if xlim is not None:
+        ax.set_xlim(*xlim)
+    ax.set_ylim(y - 0.1, -0.9)
+    return ticks
+
+
+# light enough for the black markers on top of them
+GANTT_FILLS = ("0.5", "0.75", "0.6", "0.85", "0.55", "0.7")
+GANTT_MARKS = {
+    "start": dict(marker=">", markersize=4, color="black", linestyle="none"),
+    "wait": dict(marker="D", markersize=4, markerfacecolor="white", markeredgecolor="black",
+                 markeredgewidth=0.8, linestyle="none"),
+    "trigger": dict(marker="*", markersize=8, markerfacecolor="black", markeredgecolor="white",
+                    markeredgewidth=0.5, linestyle="none"),
+    "exit": dict(marker="|", markersize=7, markeredgewidth=1.5, color="black",
+                 linestyle="none"),
+}
+
+
+def timeline_figure(result, entries, max_ctas=4):
+    """Per-CTA Gantt of one configuration: a row of panels per condition (file), the launch
+    phase (until the first kernel completed) beside the whole run; `entries` is one item of
+    timeline_groups() or a single (path, Timeline)."""
+    key, entries = entries if isinstance(entries[1], list) else (entries[1].group, [entries])
+    starts = []
+    for _, tl in entries:
+        v = tl.stamps["start_ns"]
+        starts.append(int(v[v >= 0].min()) if np.any(v >= 0) else 0)
+    spans, firsts = [], []
+    for (_, tl), t0 in zip(entries, starts):
+        s = tl.stamps
+        spans.append((max(s["end_ns"].max(), s["start_ns"].max()) - t0) / 1e3)
+        first = s["kernel"] == s["kernel"].min()
+        firsts.append((s["end_ns"][first].max() - t0) / 1e3)
+    full = max(spans)
+    zoom = 1.25 * max(firsts)
+    zoomed = 0 < zoom < 0.5 * full
+    nrows = len(entries)
+    per_panel = 0.55 + 0.16 * sum(min(max_ctas, int(np.sum(tl.stamps["kernel"] == k))) + 0.6
+                                  for k in set(entries[0][1].stamps["kernel"].tolist())
+                                  for tl in [entries[0][1]])
+    fig = _new(10.0 if zoomed else 7.5, 1.5 + per_panel * nrows)
+    axes = fig.subplots(nrows, 2 if zoomed else 1, squeeze=False,
+                        gridspec_kw={"width_ratios": [1, 1.4]} if zoomed else None)
+    for row, ((path, tl), t0) in enumerate(zip(entries, starts)):
+        cond = result.condition_of.get(("timelines", path), "")
+        name = f"{pathlib.Path(path).stem} /{tl.group}"
+        first_name = tl.kernels[int(tl.stamps["kernel"].min())]
+        prefix = f"{cond}: first" if cond else "first"
+        views = ([(0, (-0.02 * zoom, zoom), f"{prefix} {zoom:.0f} us ({first_name} running)")]
+                 if zoomed else [])
+        views.append((len(axes[row]) - 1, (-0.01 * full, 1.01 * full), f"{name}: whole run"))
+        for col, xlim, what in views:
+            ax = axes[row][col]
+            ticks = _gantt(ax, tl, t0, max_ctas, xlim)
+            first = tl.stamps["kernel"] == tl.stamps["kernel"].min()
+            done = (tl.stamps["end_ns"][first].max() - t0) / 1e3
+            ax.axvline(done, color="black", linewidth=0.8, linestyle=(0, (4, 2)), zorder=1)
+            ax.set_yticks([p for p, _ in ticks], [lab for _, lab in ticks] if col == 0 else
+                          [""] * len(ticks), fontsize=6)
+            ax.set_title(what, fontsize=7)
+            ax.tick_params(axis="x", labelsize=7)
+            if row == nrows - 1:
+                ax.set_xlabel("time since the first CTA started (us)", fontsize=7)
+    handles = [ax.plot([], [], label=lab, **GANTT_MARKS[m])[0] for m, lab in
+               (("start", "CTA start (launch)"), ("wait", "wait returned"),
+                ("trigger", "trigger"), ("exit", "CTA exit"))]
+    handles += [Patch(facecolor="white", edgecolor="black", hatch="////",
+                      label="before the wait returned"),
+                Patch(facecolor=GANTT_FILLS[0], edgecolor="black", label="after the wait"),
+                Patch(facecolor="0.9", label="span of all the kernel's CTAs"),
+                ax.plot([], [], color="black", linewidth=0.8, linestyle=(0, (4, 2)),
+                        label="first kernel completed")[0]]
+    fig.legend(handles=handles, fontsize=6, loc="outside lower center", ncols=4)
+    tl0 = entries[0][1]
+    source = tl0.attrs.get("source", "")
+    common = _common_condition(result, "timelines")
+    fig.suptitle(f"{result.column.label}: per-CTA timeline" + (f" ({source})" if source else "")
+                 + (f"\n{key}" if key != tl0.group else f" /{key}")
+                 + (f"\n{common}" if common else ""), fontsize=8)
+    return fig, [tl0.kernels[k] for k in sorted(set(tl0.stamps["kernel"].tolist()))]
+
+
+def figure_jobs(results, pub):
+    """Every figure the inputs support: (stem, title, function, arguments), in report order."""
+    jobs = [("finalize_speedup_bars",
+             "Finalize-only median speedup per top-K, every architecture (minimum marked)",
+             bars_figure, (results, pub))]
     for r in results:
         slug = r.column.slug
         sweep = sweep_rows(r)
         if sweep is not None and np.any(sweep.mask(variant="small_batch", mode="a", l2="hot")):
-            emit(heatmap_figure(r), f"finalize_heatmap_{slug}",
-                 f"{r.column.label}: speedup per hidden size x tokens, one panel per top-K")
+            jobs.append((f"finalize_heatmap_{slug}", f"{r.column.label}: speedup per hidden "
+                         f"size x tokens, one panel per top-K", heatmap_figure, (r,)))
         hs = sweep.where(mode="a", l2="hot").unique("H") if sweep is not None else []
         if hs:
             # one hidden size keeps the report short: the middle one of the sweep (the tables
             # cover all; time_figure(result, H) draws any other)
             H = int(hs[len(hs) // 2])
-            emit(time_figure(r, H), f"finalize_time_{slug}_H{H}",
-                 f"{r.column.label}: per-launch time vs tokens, H={H}")
+            jobs.append((f"finalize_time_{slug}_H{H}",
+                         f"{r.column.label}: per-launch time vs tokens, H={H}", time_figure,
+                         (r, H)))
         race = r.table("race_matrix")
         if race is not None and len(race):
             for preset in race.unique("preset"):
-                emit(race_figure(r, preset), f"race_matrix_{slug}_{_safe(preset)}",
-                     f"{r.column.label}: race matrix, preset {preset}")
-        for n, (_, tl) in enumerate(r.timelines):
-            if len(tl):
-                emit(timeline_figure(r, tl), f"timeline_{slug}_{n}_{_safe(tl.group)}",
-                     f"{r.column.label}: per-CTA timeline /{tl.group}")
-    return infos
+                jobs.append((f"race_matrix_{slug}_{_safe(preset)}",
+                             f"{r.column.label}: race matrix, preset {preset}", race_figure,
+                             (r, preset)))
+        for n, (key, entries) in enumerate(timeline_groups(r)):
+            conditions = [r.condition_of.get(("timelines", p), "") for p, _ in entries]
+            jobs.append((f"timeline_{slug}_{n}_{_safe(key)}",
+                         f"{r.column.label}: per-CTA timeline {key}"
+                         + (f" ({'; '.join(c for c in conditions if c)})" if any(conditions)
+                            else ""), timeline_figure, (r, (key, entries))))
+    return jobs
+
+
+_JOBS = []  # the jobs of the running build_figures, inherited by forked workers
+
+
+def _render(i, out_dir):
+    stem, title, function, args = _JOBS[i]
+    fig, series = function(*args)
+    return FigureInfo(stem, title, save(fig, out_dir, stem), list(series))
+
+
+def _workers(jobs):
+    """MOEFIN_REPORT_JOBS, else one per CPU (at most 4); 1 where fork is not available."""
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return 1
+    want = os.environ.get("MOEFIN_REPORT_JOBS", "")
+    n = int(want) if want.isdigit() and int(want) > 0 else min(4, os.cpu_count() or 1)
+    return max(1, min(n, jobs))
+
+
+def build_figures(results, pub, out_dir):
+    """Renders every figure the inputs support into out_dir; returns FigureInfo per figure.
+
+    Rendering is what a report spends its time on, so figures are drawn in forked worker
+    processes (they inherit the results; only the small FigureInfo comes back)."""
+    global _JOBS
+    _JOBS = figure_jobs(results, pub)
+    try:
+        workers = _workers(len(_JOBS))
+        if workers == 1:
+            return [_render(i, out_dir) for i in range(len(_JOBS))]
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as ex:
+            return list(ex.map(_render, range(len(_JOBS)), [out_dir] * len(_JOBS)))
+    finally:
+        _JOBS = []
 
 
 def _safe(text):

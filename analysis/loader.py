@@ -27,12 +27,14 @@ REQUIRED_COLUMNS = {
     "finalize_check": {"variant": "s", "H": "i", "T": "i", "K": "i", "weights": "s",
                        "routing": "s", "rel_err": "f", "unwritten": "i", "nan": "i", "pass": "i"},
     "layer_sweep": {"shape": "s", "H": "i", "E": "i", "K": "i", "T": "i", "finalize": "s",
-                    "placement": "s", "median_us": "f"},
+                    "placement": "s", "median_us": "f", "min_us": "f"},
     "equivalence": {"shape": "s", "T": "i", "preset": "s", "routings": "i", "mismatches": "i",
                     "max_rel_err": "f"},
     "race_matrix": {"preset": "s", "triggers": "s", "meta": "s", "delay_ns": "i",
                     "delayed_kernel": "s", "iterations": "i", "mismatches": "i",
                     "stale_reads": "i", "verifier": "s"},
+    "pdl_probe": {"chain": "s", "launch": "s", "delay_ns": "i", "iterations": "i",
+                  "stale_pre_wait": "i", "stale_post_wait": "i"},
 }
 
 TIMELINE_FIELDS = ("kernel", "cta", "start_ns", "wait_ns", "trigger_ns", "end_ns")

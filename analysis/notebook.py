@@ -26,13 +26,19 @@ def load():
 
 
 def say_missing(report, groups=None):
-    """Prints what is not measured yet (all of it, or the notes naming one of `groups`)."""
-    notes = [m for m in report.missing
-             if groups is None or any(f"/{g}" in m for g in groups) or not report.results]
+    """Prints what is not measured yet and how files were merged (all of it, or the notes
+    naming one of `groups`)."""
+    def mine(m):
+        return groups is None or any(f"/{g}" in m for g in groups)
+
+    notes = [m for m in report.missing if mine(m) or not report.results]
     for m in notes:
         print("not measured yet:", m)
     if not notes:
         print("everything this notebook shows is measured")
+    for m in report.merging:
+        if mine(m):
+            print("merged:", m)
 
 
 def table(t):

@@ -102,7 +102,13 @@ def ratio_text(value, digits=3):
     return DASH if value is None else f"{value:.{digits}f}x"
 
 
+def number_text(value):
+    """Two decimals, or three significant digits below 0.1 (a byte floor of 0.0005 us is not
+    0.00)."""
+    return f"{value:.2f}" if abs(value) >= 0.1 or value == 0 else f"{value:.3g}"
+
+
 def time_text(median, low=None):
     if median is None:
         return DASH
-    return f"{median:.2f}" + (f" ({low:.2f})" if low is not None else "")
+    return number_text(median) + (f" ({number_text(low)})" if low is not None else "")

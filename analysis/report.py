@@ -3,17 +3,19 @@ table as Markdown and LaTeX (tables/), every figure as PNG and PDF (figures/).""
 import pathlib
 from dataclasses import dataclass, field
 
-from . import PUBLISHED_DIR
+from . import CHAINS_DIR, PUBLISHED_DIR
 from .figures import build_figures
 from .loader import discover, load_result_file
-from .merging import merge
+from .merging import CONDITION_ATTRS, merge
+from .pdl import load_design_table
 from .published import load_published
 from .tables import all_columns, build_tables
 
 WRITERS = {"finalize_sweep": "moefin sweep finalize", "launch_floor": "moefin sweep finalize",
-           "copy_bandwidth": "moefin sweep finalize", "finalize_check": "moefin check finalize",
-           "layer_sweep": "moefin sweep layer", "equivalence": "moefin equivalence",
-           "race_matrix": "moefin race"}
+           "copy_bandwidth": "moefin sweep finalize", "finalize_repeat": "moefin sweep finalize",
+           "finalize_check": "moefin check finalize", "layer_sweep": "moefin sweep layer",
+           "equivalence": "moefin equivalence", "race_matrix": "moefin race",
+           "pdl_probe": "moefin pdl-probe"}
 
 
 @dataclass
@@ -24,8 +26,10 @@ class Report:
     published: object
     published_dir: pathlib.Path
     tables: list = field(default_factory=list)
-    missing: list = field(default_factory=list)
+    missing: list = field(default_factory=list)  # what no file measured yet
+    merging: list = field(default_factory=list)  # how rows of several files were combined
     figures: list = field(default_factory=list)
+    design: list = field(default_factory=list)  # pdl.DesignRow of DESIGN.md section 3
 
     def table(self, name):
         for t in self.tables:
@@ -48,16 +52,25 @@ def _missing(results, pub):
     if not any(r.timelines for r in results):
         notes.append("Timelines (per-CTA stamps): in no measured file yet (instrumented runs or "
                      "simulated schedules write them).")
-    for r in results:
-        for group, n in sorted(r.replaced.items()):
-            notes.append(f"{r.column.label} /{group}: {n} rows measured twice; the later file "
-                         f"(date_utc) was used.")
     for name in pub.missing:
         notes.append(f"published table {name} is not in the published directory.")
     return notes
 
 
-def build_report(paths, published_dir=PUBLISHED_DIR, log=None):
+def _merging(results):
+    notes = []
+    for r in results:
+        for group, labels in sorted(r.conditions.items()):
+            if len(labels) > 1:
+                notes.append(f"{r.column.label} /{group}: measured under {len(labels)} "
+                             f"conditions, kept side by side: " + "; ".join(labels) + ".")
+        for group, n in sorted(r.replaced.items()):
+            notes.append(f"{r.column.label} /{group}: {n} rows measured twice under the same "
+                         f"condition; the later file (date_utc) was used.")
+    return notes
+
+
+def build_report(paths, published_dir=PUBLISHED_DIR, log=None, chains_dir=CHAINS_DIR):
     """Reads and merges everything; raises ResultFileError on the first bad file."""
     files = []
     for p in discover(paths):
@@ -69,8 +82,10 @@ def build_report(paths, published_dir=PUBLISHED_DIR, log=None):
     pub = load_published(published_dir)
     results = merge(files)
     report = Report(list(map(str, paths)), files, results, pub, pathlib.Path(published_dir))
-    report.tables = build_tables(results, pub)
+    report.design = load_design_table(chains_dir)
+    report.tables = build_tables(results, pub, report.design)
     report.missing = _missing(results, pub)
+    report.merging = _merging(results)
     return report
 
 
@@ -86,13 +101,16 @@ def _inputs_section(report):
         rows = []
         for f in report.files:
             p = f.provenance
-            groups = ", ".join("/" + g for g in list(f.tables) + [t.group for t in f.timelines])
-            ignored = ", ".join("/" + g for g in f.other_groups)
+            used = [g for g in f.tables if g in WRITERS]
+            groups = ", ".join(["/" + g for g in used] + _timeline_text(f.timelines))
+            ignored = ", ".join("/" + g for g in [g for g in f.tables if g not in WRITERS]
+                                + f.other_groups)
+            condition = ", ".join(f"{a}={p[a]}" for a in CONDITION_ATTRS if a in p)
             rows.append([f"`{f.path}`", f"{p['gpu_name']} ({p['arch']})",
-                         p.get("git_commit", "?"), p.get("date_utc", "?"), groups or "-",
-                         ignored or "-"])
-        lines += [_md_table(["file", "GPU", "commit", "date (UTC)", "read", "not used here"],
-                            rows), ""]
+                         p.get("git_commit", "?"), p.get("date_utc", "?"), condition or "-",
+                         groups or "-", ignored or "-"])
+        lines += [_md_table(["file", "GPU", "commit", "date (UTC)", "condition", "read",
+                             "not used here"], rows), ""]
     else:
         lines += ["No result files (given: " + ", ".join(f"`{p}`" for p in report.inputs)
                   + ").", ""]
@@ -102,6 +120,15 @@ def _inputs_section(report):
         lines.append(f"- `{name}`: {' '.join(comments)}")
     lines.append("")
     return lines
+
+
+def _timeline_text(timelines):
+    """'/timeline_race_0..2 (3 timelines)' rather than every group name."""
+    if not timelines:
+        return []
+    if len(timelines) == 1:
+        return ["/" + timelines[0].group]
+    return [f"{len(timelines)} timelines (/{timelines[0].group} .. /{timelines[-1].group})"]
 
 
 def _arch_section(report):
@@ -139,6 +166,8 @@ def write_report(report, out_dir, log=None):
     lines += _arch_section(report)
     if report.missing:
         lines += ["## Not measured yet", ""] + [f"- {m}" for m in report.missing] + [""]
+    if report.merging:
+        lines += ["## Merged files", ""] + [f"- {m}" for m in report.merging] + [""]
     lines += ["## Tables", "",
               "Each table is also in `tables/<name>.md` and `tables/<name>.tex` (LaTeX, "
               "booktabs; `tables/all_tables.tex` inputs them all).", ""]

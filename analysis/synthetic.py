@@ -311,11 +311,11 @@ def write_synthetic(path, gpu_name="NVIDIA H200", arch="sm_90", factor=1.0,
                     date_utc="2026-01-15T10:00:00Z",
                     experiments=("finalize_sweep", "launch_floor", "copy_bandwidth",
                                  "finalize_check", "layer_sweep", "equivalence", "race_matrix",
-                                 "timeline"), topk=TOPK):
+                                 "timeline"), topk=TOPK, attrs=None):
     """Writes one synthetic result file with the chosen experiments (a finalize sweep over the
-    top-K values `topk`); returns its path."""
+    top-K values `topk`) and extra root attributes `attrs` (e.g. carveout); returns its path."""
     with h5py.File(path, "w") as f:
-        for k, v in provenance(gpu_name, arch, date_utc).items():
+        for k, v in provenance(gpu_name, arch, date_utc, **(attrs or {})).items():
             f.attrs[k] = v
         builders = {"finalize_sweep": lambda: finalize_sweep(factor, topk),
                     "layer_sweep": lambda: layer_sweep(factor), "finalize_check": finalize_check,

@@ -10,6 +10,9 @@ Conventions (data/README.md defines the columns):
 """
 import numpy as np
 
+from .frame import Frame
+from .merging import NOT_RECORDED, shared_conditions
+from .pdl import probe_signature, race_cell_rule
 from .render import DASH, Cell, Table, ratio_text, speedup_text, time_text
 
 SEED_TOPK = (1, 2, 4, 6, 8, 10, 16, 22, 32)
@@ -152,18 +155,22 @@ def _config_index(frame):
             enumerate(zip(frame["H"].tolist(), frame["T"].tolist(), frame["weights"].tolist()))}
 
 
+def _against_small_batch(frame, K, variant, mode, l2):
+    """(rows of `variant`, rows of small_batch, [(j, i)]): the in-regime configurations
+    (H, T, weights) of one top-K both were measured on, row j of the variant, i of small_batch."""
+    base = frame.where(K=K, mode=mode, l2=l2, variant="small_batch", in_regime=1)
+    other = frame.where(K=K, mode=mode, l2=l2, variant=variant, in_regime=1)
+    index = _config_index(base)
+    pairs = [(j, index[cfg]) for j, cfg in enumerate(zip(
+        other["H"].tolist(), other["T"].tolist(), other["weights"].tolist())) if cfg in index]
+    return other, base, pairs
+
+
 def ablation_ratios(frame, K, variant, mode="a", l2="hot"):
     """Per configuration: time of `variant` (one ingredient removed) / time of small_batch."""
-    base = frame.where(K=K, mode=mode, l2=l2, variant="small_batch", in_regime=1)
-    abl = frame.where(K=K, mode=mode, l2=l2, variant=variant, in_regime=1)
-    index = _config_index(base)
-    out = []
-    for j, cfg in enumerate(zip(abl["H"].tolist(), abl["T"].tolist(), abl["weights"].tolist())):
-        i = index.get(cfg)
-        if i is not None:
-            out.append(paired_ratio(abl.samples[j], base.samples[i], abl["median_us"][j],
-                                    base["median_us"][i]))
-    return out
+    abl, base, pairs = _against_small_batch(frame, K, variant, mode, l2)
+    return [paired_ratio(abl.samples[j], base.samples[i], abl["median_us"][j],
+                         base["median_us"][i]) for j, i in pairs]
 
 
 def ablation_tables(results):
@@ -239,6 +246,96 @@ def time_tables(results, mode="a", l2="hot"):
             else:
                 cells.append(Cell(DASH))
             table.add_row(k, cells)
+        tables.append(table)
+    return tables
+
+
+def t1_tables(results):
+    """Single-token decode: small_batch's slowest launch and smallest speedup over H x weights."""
+    tables = []
+    for r, t in measured(results):
+        s = t.where(T=1, mode="a", l2="hot", variant="small_batch")
+        if not len(s):
+            continue
+        table = Table(f"t1_{r.column.slug}",
+                      f"T = 1 on {r.column.label}, mode a, l2 hot: small_batch over hidden sizes "
+                      f"and weights", ["top-K"], ["max us", "min speedup vs scalar", "shapes"],
+                      notes=["max us: the slowest per-launch median of small_batch at T = 1; "
+                             "min speedup: the smallest speedup_vs_scalar there."])
+        for k in sorted(int(k) for k in s.unique("K")):
+            u, sp = s["median_us"][s.mask(K=k)], s["speedup_vs_scalar"][s.mask(K=k)]
+            table.add_row(k, [Cell(time_text(float(u.max())), float(u.max())),
+                              Cell(f"{float(sp.min()):.2f}x", float(sp.min())),
+                              count_cell(len(u))])
+        tables.append(table)
+    return tables
+
+
+PEERS = ("torch_gather", "torch_bmm")
+
+
+def peer_ratios(frame, K, peer, mode="c", l2="hot"):
+    """Per in-regime (H, T, weights): the peer's median time over small_batch's, same mode. The
+    peers ran in rounds of their own, so medians are compared, not rounds."""
+    other, base, pairs = _against_small_batch(frame, K, peer, mode, l2)
+    return [float(other["median_us"][j] / base["median_us"][i]) for j, i in pairs
+            if base["median_us"][i] > 0]
+
+
+def peer_tables(results, mode="c"):
+    """PyTorch formulations of finalize (experiments/peers_torch.py) against small_batch."""
+    tables = []
+    for r, t in measured(results):
+        peers = [p for p in PEERS if np.any(t.mask(variant=p, mode=mode, in_regime=1))]
+        if not peers:
+            continue
+        table = Table(f"peers_{r.column.slug}",
+                      f"PyTorch peers on {r.column.label}, mode {mode} (no PDL), l2 hot: "
+                      f"peer time / small_batch time, median (min)", ["top-K"],
+                      [f"{p} / small_batch" for p in peers] + [f"{p} us" for p in peers],
+                      notes=["Per in-regime (H, T, weights) the ratio of the two per-launch "
+                             "medians (the peers ran in rounds of their own), then the median "
+                             "and the minimum over the shapes; > 1: small_batch is faster. "
+                             "The peers launch without PDL, as small_batch does in mode c."])
+        for k in sorted(int(k) for k in t.unique("K")):
+            cells = [summary_cell(peer_ratios(t, k, p, mode)) for p in peers]
+            cells += [summary_cell(t["median_us"][t.mask(K=k, variant=p, mode=mode, l2="hot",
+                                                         in_regime=1)], time_text)
+                      for p in peers]
+            table.add_row(k, cells)
+        tables.append(table)
+    return tables
+
+
+def noise_tables(results):
+    """/finalize_repeat against /finalize_sweep: the same configurations measured twice."""
+    tables = []
+    for r, t in measured(results):
+        rep = r.table("finalize_repeat")
+        if rep is None or not len(rep):
+            continue
+        index = {(c, k): i for i, (c, k) in
+                 enumerate(zip(t["condition"].tolist(), t["key"].tolist()))}
+        dt, ds = [], []
+        for j, (c, k) in enumerate(zip(rep["condition"].tolist(), rep["key"].tolist())):
+            i = index.get((c, k))
+            if i is None or t["median_us"][i] <= 0 or not t["speedup_vs_scalar"][i] > 0:
+                continue
+            dt.append(abs(rep["median_us"][j] - t["median_us"][i]) / t["median_us"][i])
+            ds.append(abs(rep["speedup_vs_scalar"][j] - t["speedup_vs_scalar"][i])
+                      / t["speedup_vs_scalar"][i])
+        if not dt:
+            continue
+        table = Table(f"noise_{r.column.slug}",
+                      f"Noise on {r.column.label}: configurations measured twice in one run "
+                      f"(/finalize_repeat vs /finalize_sweep)", ["quantity"],
+                      ["configurations", "median abs. difference", "max abs. difference"],
+                      notes=["abs(second - first) / first, per configuration key."])
+        for name, d in (("per-launch time", dt), ("speedup vs scalar", ds)):
+            d = np.asarray(d)
+            table.add_row(name, [count_cell(len(d)),
+                                 Cell(f"{100 * np.median(d):.2f}%", float(np.median(d))),
+                                 Cell(f"{100 * d.max():.2f}%", float(d.max()))])
         tables.append(table)
     return tables
 
@@ -331,61 +428,290 @@ def pdl_ordering_table(results, pub):
          "Published: data/published/pdl_ordering_speedup.csv (this head vs the previous head)."])
 
 
+def layer_time_tables(results):
+    """Absolute whole-layer times: what the ratios of the two tables above are ratios of."""
+    tables = []
+    combos = [(f, p) for p in PLACEMENTS for f in ("new", "previous")]
+    for r, t in measured(results, "layer_sweep"):
+        present = [c for c in combos if np.any(t.mask(finalize=c[0], placement=c[1]))]
+        has_kernel = "finalize_kernel" in t
+        table = Table(f"layer_times_{r.column.slug}",
+                      f"Whole layer on {r.column.label}: time per layer (us), median (min)",
+                      ["shape", "tokens"], [f"{f} finalize, {p}" for f, p in present]
+                      + (["new finalize kernel"] if has_kernel else []),
+                      notes=["/layer_sweep median_us (min_us) of each (finalize, placement); "
+                             "'new finalize kernel': the variant the small-batch dispatch "
+                             "picked."])
+        for (shape, T), idx in _groups(t, ["shape", "T"]).items():
+            s = t.take(_mask(len(t), idx))
+            cells = []
+            for f, p in present:
+                m = s.mask(finalize=f, placement=p)
+                cells.append(Cell(time_text(float(s["median_us"][m][0]), float(s["min_us"][m][0])),
+                                  float(s["median_us"][m][0])) if np.any(m) else Cell(DASH))
+            if has_kernel:
+                picked = sorted(set(s["finalize_kernel"][s.mask(finalize="new")].tolist()))
+                cells.append(Cell("/".join(picked) or DASH))
+            table.add_row((shape, T), cells)
+        tables.append(table)
+    return tables
+
+
 def finalize_check_tables(results):
     tables = []
     for r, t in measured(results, "finalize_check"):
+        extra = [c for c in ("tolerance", "ulp_max") if c in t]
         table = Table(f"finalize_check_{r.column.slug}",
                       f"Finalize correctness on {r.column.label} (/finalize_check)",
-                      ["variant"], ["configs", "passed", "max rel_err", "unwritten", "NaN"],
+                      ["variant"], ["configs", "passed", "max rel_err"]
+                      + [{"tolerance": "tolerance", "ulp_max": "max ulp"}[c] for c in extra]
+                      + ["unwritten", "NaN"],
                       notes=["rel_err = max |out - reference| / max |reference| per "
-                             "configuration; unwritten = output elements still poisoned."])
+                             "configuration (deepseek_fp8: the dequantized E4M3 output against "
+                             "the reference's); tolerance = the largest a row was held to; max "
+                             "ulp = the largest distance in output steps (bf16 or E4M3) to the "
+                             "reference's rounded output (it grows without bound near zero, where "
+                             "the steps are tiny: rel_err is the bound); unwritten = output elements still "
+                             "poisoned. Routings: " + ", ".join(t.unique("routing")) + "."])
         for v in t.unique("variant"):
             s = t.where(variant=v)
             worst = float(s["rel_err"].max())
-            table.add_row(v, [count_cell(len(s)), count_cell(s["pass"].sum()),
-                              Cell(f"{worst:.1e}", worst), count_cell(s["unwritten"].sum()),
-                              count_cell(s["nan"].sum())])
+            cells = [count_cell(len(s)), count_cell(s["pass"].sum()), Cell(f"{worst:.1e}", worst)]
+            if "tolerance" in extra:
+                tol = float(s["tolerance"].max())
+                cells.append(Cell(f"{tol:.3g}", tol))
+            if "ulp_max" in extra:
+                cells.append(count_cell(s["ulp_max"].max()))
+            table.add_row(v, cells + [count_cell(s["unwritten"].sum()), count_cell(s["nan"].sum())])
         tables.append(table)
     return tables
+
+
+def delay_text(delay_ns, kernel):
+    return "none" if int(delay_ns) == 0 or kernel in ("", "none") else f"{int(delay_ns)} ns @ {kernel}"
+
+
+def _range_text(values, fmt="{:.0f}"):
+    lo, hi = min(values), max(values)
+    return fmt.format(lo) if lo == hi else f"{fmt.format(lo)}-{fmt.format(hi)}"
+
+
+def _mask(n, idx):
+    m = np.zeros(n, dtype=bool)
+    m[idx] = True
+    return m
+
+
+def _in_run_order(r, group, groups):
+    """(key, rows) of `groups` (keys starting with the condition) with the conditions in the
+    order their files were measured, first appearance inside one condition."""
+    order = {c: n for n, c in enumerate(r.conditions.get(group, []))}
+    return sorted(groups.items(), key=lambda kv: order.get(kv[0][0], len(order)))
+
+
+def _groups(frame, columns):
+    """Row indices per distinct value tuple of `columns`, in order of first appearance."""
+    out = {}
+    for i, key in enumerate(zip(*(frame[c].tolist() for c in columns))):
+        out.setdefault(key, []).append(i)
+    return out
 
 
 def equivalence_tables(results):
+    """One row per run (file), shape, preset and delay: the token counts run, the routings per
+    count, every mismatch and stale read summed, the reference check."""
     tables = []
     for r, t in measured(results, "equivalence"):
+        has = {c: c in t for c in ("delay_ns", "delayed_kernel", "stale_reads", "ref_checks",
+                                   "routings_per_s")}
+        runs = any(t["condition"])
+        stub = (["run"] if runs else []) + ["shape", "preset", "delay"]
+        cols = ["tokens", "routings per T", "mismatches"] + \
+            (["stale reads"] if has["stale_reads"] else []) + \
+            ["max rel_err vs reference"] + (["routings/s"] if has["routings_per_s"] else [])
         table = Table(f"equivalence_{r.column.slug}",
-                      f"PDL on vs off, bitwise, on {r.column.label} (/equivalence)",
-                      ["shape", "tokens", "preset"],
-                      ["routings", "mismatches", "max rel_err vs reference"])
-        for row in t.rows():
-            table.add_row((row["shape"], row["T"], row["preset"]),
-                          [count_cell(row["routings"]), count_cell(row["mismatches"]),
-                           Cell(f"{row['max_rel_err']:.1e}", row["max_rel_err"])])
+                      f"PDL on vs off, bitwise, on {r.column.label} (/equivalence)", stub, cols,
+                      notes=["mismatches: routings whose output or any intermediate differed "
+                             "bitwise between PDL on and off, summed over the token counts; "
+                             "stale reads: finalize's pre-wait index reads that differ from "
+                             "routing's final values; max rel_err: output vs the Kokkos "
+                             "reference relative to its peak, over the routings checked "
+                             "('not checked' when the run checked none)."]
+                      + (["Runs are the files (their rows are not merged: the key does not "
+                          "name the routings or the reference checks)."] if runs else []))
+        delays = [delay_text(d, k) for d, k in zip(
+            t["delay_ns"].tolist() if has["delay_ns"] else [0] * len(t),
+            t["delayed_kernel"].tolist() if has["delayed_kernel"] else ["none"] * len(t))]
+        keyed = Frame({**t.columns, "delay_text": np.asarray(delays)}, t.samples)
+        groups = _groups(keyed, ["condition", "shape", "preset", "delay_text"])
+        for key, idx in _in_run_order(r, "equivalence", groups):
+            s = t.take(_mask(len(t), idx))
+            checked = (s["ref_checks"] > 0) if has["ref_checks"] else (s["max_rel_err"] >= 0)
+            err = float(s["max_rel_err"][checked].max()) if np.any(checked) else None
+            cells = [Cell(",".join(str(x) for x in sorted(set(s["T"].tolist())))),
+                     Cell(_range_text(s["routings"].tolist()), int(s["routings"].min())),
+                     count_cell(s["mismatches"].sum())]
+            if has["stale_reads"]:
+                cells.append(count_cell(s["stale_reads"].sum()))
+            cells.append(Cell(f"{err:.1e}", err) if err is not None else Cell("not checked"))
+            if has["routings_per_s"]:
+                cells.append(Cell(_range_text(s["routings_per_s"].tolist())))
+            table.add_row(key if runs else key[1:], cells)
         tables.append(table)
     return tables
+
+
+def race_expectations(t):
+    """Per row of a /race_matrix: the verdict to compare with (the file's `verifier` column
+    where it holds one, else the DESIGN.md section 3 rule) and where it came from."""
+    rule = [race_cell_rule(a, b) for a, b in zip(t["triggers"].tolist(), t["meta"].tolist())]
+    verifier = t["verifier"].tolist()
+    expected = [v if v in ("race", "ordered") else r for v, r in zip(verifier, rule)]
+    source = ["verifier" if v in ("race", "ordered") else "rule" for v in verifier]
+    return np.asarray(expected), np.asarray(rule), source
+
+
+def _verdict_source_text(source):
+    n_rule = source.count("rule")
+    if n_rule == 0:
+        return "expected = the file's verifier column (moefin verify on the cell's chain)"
+    if n_rule == len(source):
+        return ("expected = the DESIGN.md section 3 rule applied to the cell's trigger placements "
+                "(the files' verifier column reads 'unknown': not connected to moefin verify)")
+    return (f"expected = the file's verifier column, or the DESIGN.md section 3 rule for the "
+            f"{n_rule} cells it marks 'unknown'")
 
 
 def race_tables(results):
-    """Per preset: how the observed stale reads and mismatches line up with the verifier."""
+    """Per condition and preset: how the observed stale reads and mismatches line up with the
+    expected verdict."""
     tables = []
     for r, t in measured(results, "race_matrix"):
+        expected, _, source = race_expectations(t)
+        conds = any(t["condition"])
         table = Table(f"race_summary_{r.column.slug}",
-                      f"Race matrix on {r.column.label}: observations against the verifier",
-                      ["preset"], ["cells", "verifier: race", "observed stale or mismatch",
-                                   "ordered but observed", "race but not observed"],
-                      notes=["'ordered but observed' contradicts the verifier and needs a look; "
-                             "'race but not observed' only says the delays did not expose it."])
-        for preset in t.unique("preset"):
-            s = t.where(preset=preset)
-            race = s["verifier"] == "race"
-            seen = (s["stale_reads"] > 0) | (s["mismatches"] > 0)
-            counts = [len(s), int(race.sum()), int(seen.sum()), int((~race & seen).sum()),
-                      int((race & ~seen).sum())]
-            table.add_row(preset, [count_cell(c) for c in counts])
+                      f"Race matrix on {r.column.label}: observations against the expected "
+                      f"verdict", (["condition"] if conds else []) + ["preset"],
+                      ["cells", "iterations per cell", "expected race", "observed",
+                       "race, observed", "race, not observed", "ordered but observed"],
+                      notes=[_verdict_source_text(source) + ". observed = at least one "
+                             "iteration with a bitwise mismatch against PDL off or a stale "
+                             "pre-wait read. 'ordered but observed' contradicts the expectation "
+                             "and needs a look; 'race, not observed' only says this run did not "
+                             "expose it.", _condition_note(r, "race_matrix")])
+        seen_all = (t["stale_reads"] > 0) | (t["mismatches"] > 0)
+        groups = _groups(t, ["condition", "preset"])
+        for key, idx in sorted(_in_run_order(r, "race_matrix", groups),
+                               key=lambda kv: (r.conditions["race_matrix"].index(kv[0][0]),
+                                               kv[0][1])):
+            race, seen = expected[idx] == "race", seen_all[idx]
+            counts = [len(idx), int(race.sum()), int(seen.sum()), int((race & seen).sum()),
+                      int((race & ~seen).sum()), int((~race & seen).sum())]
+            its = _range_text(t["iterations"][idx].tolist())
+            table.add_row(key if conds else key[1:],
+                          [count_cell(counts[0]), Cell(its)] + [count_cell(c) for c in counts[1:]])
+        tables.append(table)
+        observed = race_observed_table(r, t, expected, seen_all)
+        if observed is not None:
+            tables.append(observed)
+    return tables
+
+
+def race_observed_table(r, t, expected, seen):
+    """Every race-matrix cell that showed a mismatch or a stale read."""
+    idx = np.flatnonzero(seen)
+    if len(idx) == 0:
+        return None
+    conds = any(t["condition"])
+    table = Table(f"race_observed_{r.column.slug}",
+                  f"Race-matrix cells with a mismatch or a stale read on {r.column.label}",
+                  (["condition"] if conds else []) + ["preset", "triggers", "meta", "delay"],
+                  ["mismatching iterations", "stale iterations", "expected"],
+                  notes=["Triggers: placements of permute, gemm1, act and gemm2; meta: "
+                         "finalize's metadata reads before or after its wait. Cells of the same "
+                         "configuration under another condition that showed nothing are in the "
+                         "race_matrix figures."])
+    stale = t["stale_iterations"] if "stale_iterations" in t else t["stale_reads"]
+    order = {c: n for n, c in enumerate(r.conditions["race_matrix"])}
+    for i in sorted(idx, key=lambda i: (order[t["condition"][i]], i)):
+        key = (t["preset"][i], t["triggers"][i], t["meta"][i],
+               delay_text(t["delay_ns"][i], t["delayed_kernel"][i]))
+        table.add_row(((t["condition"][i],) if conds else ()) + key,
+                      [Cell(f"{int(t['mismatches'][i])}/{int(t['iterations'][i])}",
+                            int(t["mismatches"][i])),
+                       Cell(f"{int(stale[i])}/{int(t['iterations'][i])}", int(stale[i])),
+                       Cell(str(expected[i]))])
+    return table
+
+
+def _condition_note(r, group):
+    """What every file of `group` shares and how they differ (root attributes)."""
+    common = shared_conditions(r, group)
+    labels = [c for c in r.conditions.get(group, []) if c]
+    text = "Conditions (root attributes of the files): "
+    text += ", ".join(common) + " in every file" if common else "none shared"
+    if labels:
+        text += "; differing: " + "; ".join(labels)
+        if any(NOT_RECORDED in c for c in labels):
+            text += f" ('{NOT_RECORDED}': the file has no such attribute)"
+    return text + "."
+
+
+def pdl_probe_tables(results, design):
+    """/pdl_probe beside the H200 table of DESIGN.md section 3 (from data/chains/)."""
+    tables = []
+    for r, t in measured(results, "pdl_probe"):
+        specs = list(_groups(t, ["launch", "delay_ns"]))  # (launch, delay) column groups
+        columns = ["DESIGN.md pre-wait", "DESIGN.md post-wait"]
+        for launch, delay in specs:
+            columns += [f"{launch} pre-wait (d={int(delay)} ns)",
+                        f"{launch} post-wait (d={int(delay)} ns)"]
+        columns.append("verifier (chain file)")
+        table = Table(f"pdl_probe_{r.column.slug}",
+                      f"Stale reads of a consumer before and after its wait on {r.column.label} "
+                      f"(/pdl_probe), beside DESIGN.md section 3", ["row", "chain"], columns,
+                      notes=["Cells: iterations with a stale read / iterations. The producer "
+                             "triggers at entry (unless the chain says at end) and writes after "
+                             "the delay d; 'stream': plain stream launches, 'graph': one CUDA "
+                             "graph. DESIGN.md: the H200 table of its section 3 as the chain "
+                             "descriptions in data/chains/ record it (`measured`); verifier: the "
+                             "verdict of `moefin verify` those descriptions expect (`expected`). "
+                             "Probe chains are matched to the rows by their trigger order."])
+        probe = {}
+        for i, chain in enumerate(t["chain"].tolist()):
+            probe.setdefault(probe_signature(chain), {})[
+                (t["launch"][i], t["delay_ns"][i])] = (chain, i)
+        done = set()
+        rows = [(d.row, d.description, d.signature, d) for d in design]
+        rows += [(None, next(iter(v.values()))[0], sig, None) for sig, v in probe.items()
+                 if sig not in {d.signature for d in design}]
+        for row, text, sig, d in rows:
+            if d is None and sig in done:
+                continue
+            done.add(sig)
+            cells = [_stale_cell(d.pre, d.runs) if d else Cell(DASH),
+                     _stale_cell(d.post, d.runs) if d else Cell(DASH)]
+            for spec in specs:
+                hit = probe.get(sig, {}).get(spec)
+                if hit is None:
+                    cells += [Cell(DASH), Cell(DASH)]
+                    continue
+                i = hit[1]
+                cells += [_stale_cell(t["stale_pre_wait"][i], t["iterations"][i]),
+                          _stale_cell(t["stale_post_wait"][i], t["iterations"][i])]
+            cells.append(Cell(d.expected if d else DASH))
+            table.add_row((DASH if row is None else row, text), cells)
         tables.append(table)
     return tables
 
 
-def build_tables(results, pub):
+def _stale_cell(stale, runs):
+    if stale is None or runs is None:
+        return Cell(DASH)
+    return Cell(f"{int(stale)}/{int(runs)}", int(stale))
+
+
+def build_tables(results, pub, design=()):
     """Every table of the report, in report order; entries are Table objects."""
     out = [finalize_table(results, pub)]
     mt = mode_table(results)
@@ -393,9 +719,14 @@ def build_tables(results, pub):
         out.append(mt)
     out += ablation_tables(results)
     out += time_tables(results)
+    out += t1_tables(results)
+    out += peer_tables(results)
+    out += noise_tables(results)
     out.append(whole_layer_table(results, pub))
     out.append(pdl_ordering_table(results, pub))
+    out += layer_time_tables(results)
     out += finalize_check_tables(results)
     out += equivalence_tables(results)
     out += race_tables(results)
+    out += pdl_probe_tables(results, design)
     return out

@@ -9,7 +9,7 @@ import pytest
 
 matplotlib.use("Agg")
 
-from analysis import REPO_ROOT, build_report, synthetic, write_report  # noqa: E402
+from analysis import DATA_DIR, REPO_ROOT, build_report, synthetic, write_report  # noqa: E402
 
 H200 = ("NVIDIA H200", "sm_90")
 B200 = ("NVIDIA B200", "sm_100")
@@ -65,3 +65,21 @@ def moefin_binary():
     if not path.is_file():
         pytest.fail(f"moefin binary not found at {path}: run scripts/build.sh first")
     return path
+
+
+@pytest.fixture(scope="session")
+def data_report(tmp_path_factory):
+    """`python -m analysis report data/` run once, as users run it: (process, out dir)."""
+    out = tmp_path_factory.mktemp("data_report") / "report"
+    return run_analysis("report", DATA_DIR, "--out", out), out
+
+
+def read_md_table(path):
+    """A table written by the report (tables/<name>.md): (header, rows of cell texts)."""
+    lines = [line for line in pathlib.Path(path).read_text().splitlines()
+             if line.startswith("| ")]
+
+    def cells(line):
+        return [c.strip().replace("\\|", "|") for c in line.strip()[2:-2].split(" | ")]
+
+    return cells(lines[0]), [cells(line) for line in lines[2:]]

@@ -5,12 +5,9 @@ import subprocess
 from analysis import DATA_DIR, discover, load_result_file, synthetic as syn
 from analysis.merging import measured_column
 
-from .conftest import run_analysis
 
-
-def test_report_of_data_dir_has_the_published_columns_and_says_what_is_missing(tmp_path):
-    out = tmp_path / "report"
-    proc = run_analysis("report", DATA_DIR, "--out", out)
+def test_report_of_data_dir_has_the_published_columns_and_says_what_is_missing(data_report):
+    proc, out = data_report
     assert proc.returncode == 0, proc.stderr
     assert f"analysis: wrote {out / 'report.md'}" in proc.stdout
     md = (out / "report.md").read_text()

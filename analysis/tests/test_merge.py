@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from analysis import build_report, load_result_file, merge, synthetic as syn
+from analysis import build_report, figures, load_result_file, merge, synthetic as syn
 
 from .conftest import B200_FACTOR
 
@@ -44,7 +44,7 @@ def test_same_architecture_merges_and_the_later_run_wins(tmp_path):
     r = report.results[0]
     assert len(r.files) == 2
     assert r.replaced == {"finalize_sweep": len(load_result_file(new).tables["finalize_sweep"])}
-    assert any("measured twice" in m for m in report.missing)
+    assert any("measured twice under the same condition" in m for m in report.merging)
     t = report.table("finalize_speedup")
     assert t.cell(16, "H200 (SM90)").value == pytest.approx(small_batch_median(16, 1.3))
     # tables only the older file has are still there
@@ -61,3 +61,39 @@ def test_gpus_of_one_compute_capability_stay_apart(tmp_path):
     results = merge([load_result_file(a), load_result_file(b)])
     assert sorted(r.column.label for r in results) == ["H100 80GB HBM3 (SM90)", "H200 (SM90)"]
     assert len({r.column.slug for r in results}) == 2
+
+
+def test_files_of_two_conditions_with_the_same_keys_stand_side_by_side(tmp_path):
+    """Two race matrices with the same configuration keys, one per shared-memory carveout: both
+    kept (a `condition` per row), the later one replaces nothing, the summary has a row per
+    condition and the figure a panel per condition."""
+    default = syn.write_synthetic(tmp_path / "default.h5", experiments=("race_matrix",),
+                                  attrs={"carveout": "default", "launch": "graph"})
+    shared = syn.write_synthetic(tmp_path / "shared.h5", experiments=("race_matrix",),
+                                 date_utc="2026-02-01T00:00:00Z",
+                                 attrs={"carveout": "max-shared", "launch": "graph"})
+    report = build_report([shared, default])
+    r = report.results[0]
+    assert r.replaced == {}
+    assert r.conditions["race_matrix"] == ["carveout=default", "carveout=max-shared"]
+    race = r.table("race_matrix")
+    assert len(race) == 2 * len(load_result_file(default).tables["race_matrix"])
+    t = report.table("race_summary_h200_sm90")
+    assert t.stub == ["condition", "preset"]
+    for cond in r.conditions["race_matrix"]:
+        assert t.cell((cond, "seed"), "cells").value == len(race.where(condition=cond,
+                                                                     preset="seed"))
+    assert "launch=graph in every file" in t.notes[1]
+    assert any("kept side by side: carveout=default; carveout=max-shared" in m
+               for m in report.merging)
+    _, panels = figures.race_figure(r, "seed")
+    assert panels == ["carveout=default", "carveout=max-shared"]
+
+
+def test_a_file_without_the_attribute_is_its_own_condition(tmp_path):
+    old = syn.write_synthetic(tmp_path / "old.h5", experiments=("race_matrix",))
+    new = syn.write_synthetic(tmp_path / "new.h5", experiments=("race_matrix",),
+                              date_utc="2026-02-01T00:00:00Z", attrs={"carveout": "default"})
+    r = build_report([old, new]).results[0]
+    assert r.conditions["race_matrix"] == ["carveout=not recorded", "carveout=default"]
+    assert r.replaced == {}

@@ -10,6 +10,8 @@ import pytest
 from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 from nbclient import NotebookClient
 
+from analysis import DATA_DIR, build_report
+
 
 NOTEBOOKS = pathlib.Path(__file__).resolve().parents[1] / "notebooks"
 NAMES = ("speedup_tables", "pdl_ordering_stress", "per_architecture_comparison")
@@ -57,8 +59,18 @@ def test_notebook_runs_on_data_and_says_what_is_missing(name, kernel_name, monke
     monkeypatch.delenv("MOEFIN_DATA_DIR", raising=False)
     text = execute(name, kernel_name)
     assert "published: GB200 (SM100), GB300 (SM103), Rubin (SM107)" in text
-    if re.search(r"(?<!\d)0 result file\(s\)", text):  # no GPU file committed yet (not "10 ...")
+    files = int(re.search(r"^(\d+) result file\(s\) under", text, flags=re.M).group(1))
+    if files == 0:  # no GPU file committed yet
         assert "not measured yet:" in text
+    report = build_report([DATA_DIR])
+    assert files == len(report.files)
+    if name == "pdl_ordering_stress":
+        for r in report.results:  # every condition of a race matrix is named
+            for cond in r.conditions.get("race_matrix", []):
+                assert cond in text, cond
+        for t in report.tables:
+            if t.name.startswith(("race_summary_", "pdl_probe_", "equivalence_")):
+                assert t.title in text, t.title
     if name == "speedup_tables":
         assert "| 22 |" in text and "1.81x (1.64x)" in text  # the published GB200 row
         assert r"\toprule" in text

@@ -1,0 +1,199 @@
+"""The report of the committed GPU files (data/h200/): numbers in its tables against values
+recomputed here with h5py and numpy from the same files, and the conditions (root attributes)
+of files with the same keys kept apart."""
+import json
+
+import h5py
+import matplotlib.image as mpimg
+import numpy as np
+import pytest
+
+from analysis import CHAINS_DIR, DATA_DIR
+
+from .conftest import read_md_table
+
+H200 = DATA_DIR / "h200"
+COLUMN = "H200 (SM90)"
+
+
+def rows_of(path, group):
+    """The table of `group` as {column: array} (strings decoded), and the raw samples per row."""
+    with h5py.File(path, "r") as f:
+        rows = f[f"{group}/table"][()]
+        samples = f[f"{group}/samples"][()]
+    cols = {n: (np.char.decode(rows[n]) if rows.dtype[n].kind == "S" else rows[n])
+            for n in rows.dtype.names}
+    per_row = [samples[o:o + c] for o, c in zip(cols["sample_offset"], cols["sample_count"])]
+    return cols, per_row
+
+
+def table(out, name):
+    header, body = read_md_table(out / "tables" / f"{name}.md")
+    return header, body
+
+
+def cell(out, name, row_key, column):
+    header, body = table(out, name)
+    stub = len(row_key)
+    for row in body:
+        if tuple(row[:stub]) == tuple(str(k) for k in row_key):
+            return row[header.index(column)]
+    raise KeyError(f"{name}: no row {row_key}")
+
+
+@pytest.fixture(scope="module")
+def out(data_report):
+    proc, out = data_report
+    if not (H200 / "h200_finalize_sweep.h5").is_file():
+        pytest.skip("no H200 result files committed under data/h200/")
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+@pytest.mark.parametrize("K", [6, 22])
+def test_finalize_speedup_is_the_median_and_minimum_of_the_sweep_rows(out, K):
+    t, _ = rows_of(H200 / "h200_finalize_sweep.h5", "finalize_sweep")
+    sel = ((t["K"] == K) & (t["mode"] == "a") & (t["l2"] == "hot")
+           & (t["variant"] == "small_batch") & (t["in_regime"] == 1)
+           & np.isin(t["weights"], ["bf16", "fp32"]))
+    v = t["speedup_vs_scalar"][sel]
+    assert len(v) > 10
+    assert cell(out, "finalize_speedup", [K], COLUMN) == f"{np.median(v):.2f}x ({v.min():.2f}x)"
+
+
+def test_launch_floor_and_peer_ratio(out):
+    floor, _ = rows_of(H200 / "h200_finalize_sweep.h5", "launch_floor")
+    a = float(np.median(floor["median_us"][floor["mode"] == "a"]))
+    assert cell(out, "times_h200_sm90", [8], "launch floor us") == f"{a:.2f}"
+    # torch_gather over small_batch at K = 16, mode c: per shape, the ratio of the medians
+    sweep, _ = rows_of(H200 / "h200_finalize_sweep.h5", "finalize_sweep")
+    peers, _ = rows_of(H200 / "h200_finalize_peers.h5", "finalize_sweep")
+
+    def medians(t, variant):
+        m = ((t["K"] == 16) & (t["mode"] == "c") & (t["l2"] == "hot") & (t["in_regime"] == 1)
+             & (t["variant"] == variant) & np.isin(t["weights"], ["bf16", "fp32"]))
+        return {(h, x, w): u for h, x, w, u in
+                zip(t["H"][m], t["T"][m], t["weights"][m], t["median_us"][m])}
+
+    sb, gather = medians(sweep, "small_batch"), medians(peers, "torch_gather")
+    ratios = np.array([gather[k] / sb[k] for k in gather if k in sb])
+    assert len(ratios) > 10
+    assert cell(out, "peers_h200_sm90", [16], "torch_gather / small_batch") == \
+        f"{np.median(ratios):.2f}x ({ratios.min():.2f}x)"
+
+
+def test_whole_layer_ratio_pairs_the_rounds(out):
+    t, samples = rows_of(H200 / "h200_chain_layer_sweep.h5", "layer_sweep")
+    shape, T = "H2048/I1280/E512/top-22", 1
+
+    def row(fin, place):
+        (i,) = np.flatnonzero((t["shape"] == shape) & (t["T"] == T) & (t["finalize"] == fin)
+                              & (t["placement"] == place))
+        return i
+
+    prev, new = row("previous", "seed-after"), row("new", "seed-after")
+    paired = np.median(samples[prev] / samples[new])
+    assert cell(out, "whole_layer_speedup", [shape, T], f"{COLUMN} (seed-after)") == \
+        f"{paired:.3f}x"
+    assert cell(out, "layer_times_h200_sm90", [shape, T], "new finalize, seed-after") == \
+        f"{t['median_us'][new]:.2f} ({t['min_us'][new]:.2f})"
+
+
+def test_equivalence_keeps_each_run_and_its_reference_check(out):
+    t, _ = rows_of(H200 / "h200_chain_equivalence.h5", "equivalence")
+    shape = "H6144/I512/E256/top-8"
+    m = (t["shape"] == shape) & (t["preset"] == "seed-after")
+    key = ["h200_chain_equivalence", shape, "seed-after", "none"]
+    assert cell(out, "equivalence_h200_sm90", key, "max rel_err vs reference") == \
+        f"{t['max_rel_err'][m].max():.1e}"
+    assert cell(out, "equivalence_h200_sm90", key, "mismatches") == str(t["mismatches"][m].sum())
+    bench, _ = rows_of(H200 / "h200_chain_equivalence_bench.h5", "equivalence")
+    m = (bench["shape"] == shape) & (bench["preset"] == "seed-after") & (bench["delay_ns"] == 0)
+    key = ["h200_chain_equivalence_bench", shape, "seed-after", "none"]
+    assert cell(out, "equivalence_h200_sm90", key, "routings per T") == \
+        str(int(bench["routings"][m].max()))
+    assert cell(out, "equivalence_h200_sm90", key, "max rel_err vs reference") == "not checked"
+
+
+RACE_FILES = {"carveout=default": "h200_race_carveout_default.h5",
+              "carveout=max-shared": "h200_race_carveout_max-shared.h5",
+              "carveout=not recorded": "h200_chain_race.h5"}
+
+
+def test_race_files_with_the_same_keys_stay_side_by_side(out):
+    keys = {}
+    for label, name in RACE_FILES.items():
+        t, _ = rows_of(H200 / name, "race_matrix")
+        keys[label] = set(t["key"])
+        with h5py.File(H200 / name, "r") as f:
+            assert ("carveout" in f.attrs) == (label != "carveout=not recorded")
+        for preset in sorted(set(t["preset"])):
+            p = t["preset"] == preset
+            observed = ((t["mismatches"] > 0) | (t["stale_reads"] > 0)) & p
+            assert cell(out, "race_summary_h200_sm90", [label, preset], "cells") == str(p.sum())
+            assert cell(out, "race_summary_h200_sm90", [label, preset], "observed") == \
+                str(observed.sum())
+    # the two carveout runs measured the same configurations: neither replaced the other
+    assert keys["carveout=default"] == keys["carveout=max-shared"]
+    md = (out / "report.md").read_text()
+    assert "/race_matrix: measured under 3 conditions, kept side by side" in md
+    assert not any("/race_matrix" in line and "measured twice" in line
+                   for line in md.splitlines())
+
+
+def test_race_figure_has_a_panel_per_carveout_and_the_gantt_shows_them(out):
+    t, _ = rows_of(H200 / "h200_race_carveout_max-shared.h5", "race_matrix")
+    md = (out / "report.md").read_text()
+    for preset in sorted(set(t["preset"])):
+        png = out / "figures" / f"race_matrix_h200_sm90_{preset.replace('-', '_')}.png"
+        image = mpimg.imread(png)
+        assert image.shape[1] > 1200, png  # three panels side by side
+    with h5py.File(H200 / "h200_race_carveout_max-shared.h5", "r") as f:
+        keys = [f[g].attrs["key"] for g in f if g.startswith("timeline_")]
+    keys = [k.decode() if isinstance(k, bytes) else str(k) for k in keys]
+    assert keys
+    for k in keys:  # one Gantt per configuration, naming every condition it was measured under
+        line = next(line for line in md.splitlines() if line.startswith("![") and k in line)
+        for label in RACE_FILES:
+            assert label in line, line
+
+
+def test_pdl_probe_beside_the_design_table(out):
+    t, _ = rows_of(H200 / "h200_pdl_probe.h5", "pdl_probe")
+    header, body = table(out, "pdl_probe_h200_sm90")
+    design = {}
+    for path in CHAINS_DIR.glob("h200_*.json"):
+        chain = json.loads(path.read_text())
+        if chain.get("measured") and "; row " in chain.get("source", ""):
+            row = int(chain["source"].rsplit("; row ", 1)[1].split()[0])
+            stale = {r["where"]: r["stale"] for r in chain["measured"]["reads"]}
+            design[row] = f"{stale['before_wait']}/{chain['measured']['runs']}"
+    assert sorted(int(r[0]) for r in body) == sorted(design)
+    for r in body:
+        assert r[header.index("DESIGN.md pre-wait")] == design[int(r[0])]
+    # the probe's chains in their order are the table's rows 1..7, stream then graph
+    order = list(dict.fromkeys(t["chain"]))
+    assert len(order) == 7
+    for n, chain in enumerate(order, start=1):
+        row = next(r for r in body if r[0] == str(n))
+        for launch in ("stream", "graph"):
+            (i,) = np.flatnonzero((t["chain"] == chain) & (t["launch"] == launch))
+            col = f"{launch} pre-wait (d={t['delay_ns'][i]} ns)"
+            assert row[header.index(col)] == f"{t['stale_pre_wait'][i]}/{t['iterations'][i]}"
+
+
+def test_noise_and_finalize_check(out):
+    sweep, _ = rows_of(H200 / "h200_finalize_sweep.h5", "finalize_sweep")
+    rep, _ = rows_of(H200 / "h200_finalize_sweep.h5", "finalize_repeat")
+    first = {k: u for k, u in zip(sweep["key"], sweep["median_us"])}
+    d = np.array([abs(u - first[k]) / first[k] for k, u in zip(rep["key"], rep["median_us"])])
+    assert cell(out, "noise_h200_sm90", ["per-launch time"], "configurations") == str(len(d))
+    assert cell(out, "noise_h200_sm90", ["per-launch time"], "max abs. difference") == \
+        f"{100 * d.max():.2f}%"
+    check, _ = rows_of(H200 / "h200_finalize_check.h5", "finalize_check")
+    for variant in ("small_batch", "deepseek_fp8"):
+        m = check["variant"] == variant
+        assert cell(out, "finalize_check_h200_sm90", [variant], "passed") == \
+            str(check["pass"][m].sum())
+        assert cell(out, "finalize_check_h200_sm90", [variant], "max rel_err") == \
+            f"{check['rel_err'][m].max():.1e}"
