@@ -1,6 +1,8 @@
 #define BOOST_TEST_MODULE chain_tables
 #include <boost/test/unit_test.hpp>
 
+#include "tests/run_moefin.hpp"
+
 #include "core/errors.hpp"
 #include "core/h5store.hpp"
 #include "core/pdl/verifier.hpp"
@@ -70,28 +72,8 @@ void write_layer_file(std::string const& path) {
       }
 }
 
-struct Result {
-  int status = -1;
-  std::string out;
-};
-
-Result run(std::string const& args) {
-  std::string const cmd = std::string(MOEFIN_BINARY) + " " + args + " 2>&1";
-  Result r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  BOOST_REQUIRE(p != nullptr);
-  std::array<char, 4096> buf{};
-  std::size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0)
-    r.out.append(buf.data(), n);
-  int const st = ::pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  return r;
-}
-
-bool contains(std::string const& s, std::string const& sub) {
-  return s.find(sub) != std::string::npos;
-}
+using moefin::test::contains;
+using moefin::test::run;
 
 } // namespace
 
