@@ -56,17 +56,7 @@ finalize::FinalizeParams finalize_params(Routing const& routing, RoutingLayout c
                                          void* out, float* out_scales) {
   finalize::FinalizeParams p;
   p.gemm_out = in.gemm_out.data();
-  switch (weight_type) {
-  case finalize::WeightType::kNone:
-    p.expert_weights = nullptr;
-    break;
-  case finalize::WeightType::kBf16:
-    p.expert_weights = routing.weights_bf16.data();
-    break;
-  case finalize::WeightType::kFp32:
-    p.expert_weights = routing.weights.data();
-    break;
-  }
+  p.expert_weights = expert_weights_of(routing, weight_type);
   p.expanded_to_permuted = layout.expanded_to_permuted.data();
   p.out = out;
   p.in_scales = in.in_scales.empty() ? nullptr : in.in_scales.data();
@@ -78,6 +68,18 @@ finalize::FinalizeParams finalize_params(Routing const& routing, RoutingLayout c
   p.num_rows = in.num_rows;
   p.weight_type = weight_type;
   return p;
+}
+
+void const* expert_weights_of(Routing const& routing, finalize::WeightType weight_type) {
+  switch (weight_type) {
+  case finalize::WeightType::kNone:
+    return nullptr;
+  case finalize::WeightType::kBf16:
+    return routing.weights_bf16.data();
+  case finalize::WeightType::kFp32:
+    return routing.weights.data();
+  }
+  return nullptr;
 }
 
 char const* weight_type_name(finalize::WeightType w) {

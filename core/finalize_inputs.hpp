@@ -42,6 +42,9 @@ finalize::FinalizeParams finalize_params(Routing const& routing, RoutingLayout c
                                          FinalizeInputs const& in, finalize::WeightType weight_type,
                                          void* out, float* out_scales = nullptr);
 
+/// The routing's weights as finalize reads them: bf16 bits, fp32, or nullptr for kNone.
+void const* expert_weights_of(Routing const& routing, finalize::WeightType weight_type);
+
 char const* weight_type_name(finalize::WeightType w); // "none", "bf16", "fp32"
 bool parse_weight_type(std::string const& s, finalize::WeightType* out);
 

@@ -5,6 +5,7 @@
 
 #include "core/cli.hpp"
 #include "core/device_info.hpp"
+#include "core/finalize_inputs.hpp"
 #include "core/h5store.hpp"
 #include "core/rng.hpp"
 #include "experiments/commands.hpp"
@@ -189,7 +190,7 @@ int check_finalize(cli::Args const& args) {
             .set("T", shape.tokens)
             .set("K", shape.top_k)
             .set("hidden_padded", hp)
-            .set("weights", fin::weights_name(shape.weights))
+            .set("weights", weight_type_name(shape.weights))
             .set("routing", rc.name)
             .set("dropped", host.dropped)
             .set("max_abs_err", verdict.max_abs_err)

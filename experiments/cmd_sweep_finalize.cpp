@@ -10,6 +10,7 @@
 
 #include "core/cli.hpp"
 #include "core/device_info.hpp"
+#include "core/finalize_inputs.hpp"
 #include "core/h5store.hpp"
 #include "core/rng.hpp"
 #include "core/stats.hpp"
@@ -381,7 +382,7 @@ private:
       row.set("H", s.hidden)
           .set("T", s.tokens)
           .set("K", s.top_k)
-          .set("weights", fin::weights_name(s.weights))
+          .set("weights", weight_type_name(s.weights))
           .set("mode", mode)
           .set("l2", l2)
           .set("variant", nv.name)

@@ -2,6 +2,7 @@
 
 #include "core/cli.hpp"
 #include "core/errors.hpp"
+#include "core/finalize_inputs.hpp"
 #include "kernels/finalize/finalize_policy.hpp"
 
 #include <algorithm>
@@ -118,18 +119,6 @@ std::vector<std::int64_t> regime_tokens(std::int64_t hidden, int budget) {
   return t;
 }
 
-char const* weights_name(WeightType w) {
-  switch (w) {
-  case WeightType::kNone:
-    return "none";
-  case WeightType::kBf16:
-    return "bf16";
-  case WeightType::kFp32:
-    return "fp32";
-  }
-  return "?";
-}
-
 std::vector<WeightType> parse_weights(std::string const& flag, std::string const& text) {
   std::vector<WeightType> out;
   for (auto const& n : parse_choices(flag, text, {"bf16", "fp32", "none"}))
@@ -141,7 +130,7 @@ std::vector<WeightType> parse_weights(std::string const& flag, std::string const
 
 std::string shape_key(Shape const& s) {
   return "H=" + std::to_string(s.hidden) + ",T=" + std::to_string(s.tokens) +
-         ",K=" + std::to_string(s.top_k) + ",w=" + weights_name(s.weights);
+         ",K=" + std::to_string(s.top_k) + ",w=" + weight_type_name(s.weights);
 }
 
 std::vector<Shape> make_shapes(std::vector<std::int64_t> const& hidden,

@@ -39,7 +39,6 @@ bool in_regime(std::int64_t hidden, std::int64_t tokens,
 std::vector<std::int64_t> regime_tokens(std::int64_t hidden,
                                         int budget = finalize::kPublishedCtaBudget);
 
-char const* weights_name(finalize::WeightType w); // "none", "bf16", "fp32"
 std::vector<finalize::WeightType> parse_weights(std::string const& flag, std::string const& text);
 
 /// Splits "a,b,c" (no empty items; InputError naming the flag otherwise).

@@ -3,6 +3,7 @@
 #include "core/bf16.hpp"
 #include "core/cli.hpp"
 #include "core/errors.hpp"
+#include "core/finalize_inputs.hpp"
 #include "core/rng.hpp"
 #include "kernels/finalize/finalize_policy.hpp"
 
@@ -60,17 +61,7 @@ finalize::FinalizeParams HostCase::params(void* out, float* out_scales) const {
   p.gemm_out = gemm_out.data();
   p.expanded_to_permuted = layout.expanded_to_permuted.data();
   p.num_rows = num_rows();
-  switch (shape.weights) {
-  case finalize::WeightType::kNone:
-    p.expert_weights = nullptr;
-    break;
-  case finalize::WeightType::kBf16:
-    p.expert_weights = r.weights_bf16.data();
-    break;
-  case finalize::WeightType::kFp32:
-    p.expert_weights = r.weights.data();
-    break;
-  }
+  p.expert_weights = expert_weights_of(r, shape.weights);
   p.in_scales = in_scales.empty() ? nullptr : in_scales.data();
   p.out = out;
   p.out_scales = out_scales;
