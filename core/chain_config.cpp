@@ -292,9 +292,12 @@ std::vector<KernelDescription> describe_chain(ChainConfig const& cfg,
   // weights and the router scores are written before the batch starts.
   knob(Kernel::kRouting, {"scores"}, routing_out);
   knob(Kernel::kPermute, {"total_padded_rows", "permuted_to_token", "hidden_states"}, {"permuted"});
-  knob(Kernel::kGemm1, {"total_padded_rows", "cta_to_expert", "permuted", "w1"}, {"gemm1_out"});
+  knob(Kernel::kGemm1,
+       {"total_padded_rows", "cta_to_expert", "permuted_to_token", "permuted", "w1"},
+       {"gemm1_out"});
   knob(Kernel::kActivation, {"total_padded_rows", "gemm1_out"}, {"act_out"});
-  knob(Kernel::kGemm2, {"total_padded_rows", "cta_to_expert", "act_out", "w2"}, {"gemm2_out"});
+  knob(Kernel::kGemm2, {"total_padded_rows", "cta_to_expert", "permuted_to_token", "act_out", "w2"},
+       {"gemm2_out"});
   std::vector<std::string> const meta = {"expanded_to_permuted", "expert_weights"};
   std::vector<std::string> fin_after = {"gemm2_out"};
   if (!fin.metadata_before_wait)

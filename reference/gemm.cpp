@@ -37,6 +37,10 @@ void grouped_gemm(gemm::GroupedGemmParams const& p) {
         std::int32_t const x = p.cta_to_expert[r / p.tile_m];
         if (x < 0)
           return;
+        if (p.row_token != nullptr && p.row_token[r] < 0) { // padding: a zero row, unread
+          c[r * p.ldc + j] = float_to_bf16(0.0f);
+          return;
+        }
         bf16_bits const* arow = a + r * K;
         bf16_bits const* brow = b + (x * N + j) * K;
         double acc = 0.0;

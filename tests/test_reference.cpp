@@ -472,6 +472,47 @@ BOOST_AUTO_TEST_CASE(grouped_gemm_matches_a_nested_loop_per_expert) {
   BOOST_TEST(seen > kBf16U / 4);
 }
 
+BOOST_AUTO_TEST_CASE(grouped_gemm_takes_padding_rows_as_zero_when_given_row_tokens) {
+  RoutingSpec s = routing_spec(7, 8, 3, Distribution::kUniform, 5);
+  Routing const r = generate_routing(s);
+  std::int64_t const tile = 8, N = 16, Kd = 40;
+  RoutingLayout const L = build_layout(r, s, tile);
+  std::int64_t const rows = L.total_padded_rows;
+  auto const a = random_bf16(static_cast<std::size_t>(rows * Kd), 6); // padding rows not zero
+  auto const b = random_bf16(static_cast<std::size_t>(8 * N * Kd), 7);
+  auto const total = static_cast<std::int32_t>(rows);
+  std::vector<bf16_bits> all(static_cast<std::size_t>(rows * N), kBf16Poison), skip(all);
+  gemm::GroupedGemmParams g;
+  g.a = a.data();
+  g.b = b.data();
+  g.cta_to_expert = L.cta_to_expert.data();
+  g.total_padded_rows = &total;
+  g.max_rows = rows;
+  g.n = N;
+  g.k = Kd;
+  g.ldc = N;
+  g.tile_m = tile;
+  g.num_local_experts = 8;
+  g.c = all.data();
+  reference::grouped_gemm(g);
+  g.c = skip.data();
+  g.row_token = L.permuted_to_token.data();
+  reference::grouped_gemm(g);
+  int padding = 0;
+  for (std::int64_t row = 0; row < rows; ++row)
+    for (std::int64_t j = 0; j < N; ++j) {
+      auto const i = static_cast<std::size_t>(row * N + j);
+      if (L.permuted_to_token[static_cast<std::size_t>(row)] < 0) {
+        padding += 1;
+        BOOST_TEST(skip[i] == 0, "padding " << row << "," << j);
+        BOOST_TEST(all[i] != 0, "padding read " << row << "," << j);
+      } else {
+        BOOST_TEST(skip[i] == all[i], row << "," << j);
+      }
+    }
+  BOOST_TEST(padding > 0);
+}
+
 BOOST_AUTO_TEST_CASE(activations_match_their_formulas) {
   std::int64_t const rows = 8, inter = 48;
   auto const in = random_bf16(static_cast<std::size_t>(rows * 2 * inter), 3, 0.01f, 6.0f);

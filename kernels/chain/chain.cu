@@ -304,6 +304,7 @@ LayerParams ChainRunner::Impl::layer(int it) const {
     g.c = c;
     g.cta_to_expert = r.cta_to_expert;
     g.total_padded_rows = r.total_padded_rows;
+    g.row_token = r.permuted_to_token;
     g.max_rows = max_rows;
     g.n = n;
     g.k = k;

@@ -2,10 +2,12 @@
 // gemm::run — grouped GEMM over the permuted rows (bf16 tensor cores, fp32 accumulation).
 // Host-visible header: no CUDA includes.
 //
-// One CTA per (row tile of one expert, 64 output columns); warps own 16 columns each and issue
-// mma.sync m16n8k16 on operands loaded straight from global memory with 128-bit loads (decode
-// GEMMs are bound by reading the weights once). PDL: every read of routing output and of the
-// activations follows the wait; Trigger::kDefault = implicit at exit.
+// Each warp owns one work item, (row tile of one expert, a slice of 32 or 16 output columns),
+// and issues mma.sync m16n8k16 on operands loaded straight from global memory with 128-bit
+// loads. Decode GEMMs are bound by reading each weight once: a warp issues the weight loads of
+// several k steps before their first MMA (bytes in flight), weights bypass L1, and padding rows
+// of the activations are not read. PDL: every read of routing output and of the activations
+// follows the wait; Trigger::kDefault = implicit at exit.
 
 #include "kernels/common/pdl_knobs.hpp"
 #include "kernels/gemm/gemm_params.hpp"
@@ -19,11 +21,19 @@ namespace moefin::gemm {
 using Stream = CUstream_st*;
 
 struct Policy {
-  static constexpr int kThreads = 128; // 4 warps
-  static constexpr int kTileN = 64;    // columns per CTA
+  static constexpr int kThreads = 128; // 4 warps, each on its own work item
+  static constexpr int kTileN = 64;    // n must be a multiple of this
   static constexpr int kStepK = 32;    // k per 128-bit load
   static constexpr int kCtasPerSm =
       2; // persistent grid: one resident wave, room for the rest of the chain
+  /// Columns of one warp's work item: 32 for row tiles of 16 and 32, 16 above (accumulators).
+  static constexpr int warp_cols(std::int64_t tile_m) { return tile_m <= 32 ? 32 : 16; }
+  /// k steps whose loads a warp issues before the first MMA on them: 4 x 2 KiB of weights in
+  /// flight per warp at tile 16, at most 128 registers per thread, so that GEMM1 and GEMM2 stay
+  /// resident beside the rest of the chain at one CTA per SM.
+  static constexpr int group_steps(std::int64_t tile_m) {
+    return tile_m == 16 ? 4 : tile_m == 32 ? 2 : 1;
+  }
 };
 
 /// Throws InputError: n a multiple of 64, k of 32, tile_m in {16, 32, 64, 128}, max_rows a

@@ -20,7 +20,9 @@ void validate(GroupedGemmParams const& p) {
 }
 
 std::int64_t num_ctas(GroupedGemmParams const& p, int ctas_per_sm) {
-  return resident_grid((p.n / Policy::kTileN) * (p.max_rows / p.tile_m),
+  constexpr std::int64_t kWarps = Policy::kThreads / 32;
+  std::int64_t const items = (p.n / Policy::warp_cols(p.tile_m)) * (p.max_rows / p.tile_m);
+  return resident_grid((items + kWarps - 1) / kWarps,
                        ctas_per_sm > 0 ? ctas_per_sm : Policy::kCtasPerSm);
 }
 

@@ -17,6 +17,10 @@ struct GroupedGemmParams {
   void* c = nullptr;       // bf16 [max_rows, ldc]
   std::int32_t const* cta_to_expert = nullptr;     // [max_rows / tile_m]; -1 past the end
   std::int32_t const* total_padded_rows = nullptr; // [1], written by routing
+  // Optional [max_rows], routing's permuted row -> token: rows with a negative entry are tile
+  // padding and are taken as zero rows of a, unread (permute writes zeros there, so the result
+  // is the same; decode tiles are mostly padding). nullptr: every row of a is read.
+  std::int32_t const* row_token = nullptr;
   std::int64_t max_rows = 0;
   std::int64_t n = 0;
   std::int64_t k = 0;
