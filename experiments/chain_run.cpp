@@ -250,4 +250,36 @@ std::vector<std::uint16_t> reference_output(chain::LayerWeights const&, std::int
 
 #endif
 
+void add_residency_options(cli::po::options_description& desc, Residency const& defaults) {
+  namespace po = cli::po;
+  desc.add_options()("ctas-per-sm", po::value<int>()->default_value(defaults.ctas_per_sm),
+                     "CTAs per SM of the GEMM, permute and activation grids, 1..8 (1: every "
+                     "kernel of the chain fits on the GPU at once, so early triggers take effect)")(
+      "carveout",
+      po::value<std::string>()->default_value(defaults.max_shared_carveout ? "max-shared"
+                                                                           : "default"),
+      "shared-memory carveout of the GEMM, permute and activation kernels: max-shared (finalize, "
+      "which needs shared memory, can then start beside them) or default (the driver's)");
+}
+
+Residency read_residency_options(cli::po::variables_map const& vm) {
+  Residency r;
+  r.ctas_per_sm = vm["ctas-per-sm"].as<int>();
+  cli::check_range("--ctas-per-sm", r.ctas_per_sm, 1, 8);
+  std::string const carveout = vm["carveout"].as<std::string>();
+  cli::check_choice("--carveout", carveout, {"default", "max-shared"});
+  r.max_shared_carveout = carveout == "max-shared";
+  return r;
+}
+
+void apply(Residency const& r, chain::RunnerOptions& ro) {
+  ro.ctas_per_sm = r.ctas_per_sm;
+  ro.max_shared_carveout = r.max_shared_carveout;
+}
+
+void record(Residency const& r, h5::ResultWriter& file) {
+  file.set_attr("/", "ctas_per_sm", std::to_string(r.ctas_per_sm));
+  file.set_attr("/", "carveout", r.max_shared_carveout ? "max-shared" : "default");
+}
+
 } // namespace moefin::chain_run

@@ -3,6 +3,7 @@
 // mismatch with full buffer dumps, and the Kokkos reference of a whole layer.
 
 #include "core/chain_config.hpp"
+#include "core/cli.hpp"
 #include "core/h5store.hpp"
 #include "kernels/chain/chain.hpp"
 
@@ -53,6 +54,21 @@ double max_rel_err(std::uint16_t const* a, std::uint16_t const* b, std::size_t n
 /// Writes a timeline as a group of kind "arrays" (data/README.md "Timelines").
 void write_timeline(h5::ResultWriter& file, std::string const& group, chain::Timeline const& t,
                     std::string const& key);
+
+/// Where the resident-wave kernels (GEMMs, permute, activation) may sit: CTAs per SM of their
+/// grids and whether they ask for the largest shared-memory carveout. Both decide whether early
+/// triggers really let later kernels start early (README, PDL results).
+struct Residency {
+  int ctas_per_sm = 1;
+  bool max_shared_carveout = true;
+};
+/// --ctas-per-sm and --carveout with these defaults.
+void add_residency_options(cli::po::options_description& desc, Residency const& defaults);
+/// Reads them (range and choice checked: InputError naming the flag).
+Residency read_residency_options(cli::po::variables_map const& vm);
+void apply(Residency const& r, chain::RunnerOptions& ro);
+/// Root attributes ctas_per_sm and carveout, which analysis/ keeps apart as conditions.
+void record(Residency const& r, h5::ResultWriter& file);
 
 /// Throws DeviceError "<what> needs a CUDA device: <reason>" when none is usable.
 void require_device(std::string const& what);

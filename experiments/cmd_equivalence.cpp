@@ -29,8 +29,7 @@ struct EquivOptions {
   std::int64_t routings = 1000;
   int batch = 250;
   std::int64_t tile_m = 16;
-  int ctas_per_sm = 1;
-  bool max_shared_carveout = true;
+  chain_run::Residency residency; // one resident wave, largest carveout: early triggers bite
   int ref_checks = 1;
   double tolerance = 1e-2;
   bool stamps = false;
@@ -54,8 +53,7 @@ int run_replay(EquivOptions const& o, std::uint64_t seed, std::uint64_t weight_s
   chain::RunnerOptions ro;
   ro.tokens = o.tokens[0];
   ro.tile_m = o.tile_m;
-  ro.ctas_per_sm = o.ctas_per_sm;
-  ro.max_shared_carveout = o.max_shared_carveout;
+  chain_run::apply(o.residency, ro);
   ro.hidden_seed = Rng::mix(weight_seed, 3);
   chain::ChainConfig const cfg = config_of(o.presets[0], o);
   std::cout << "replay of routing " << seed << " after routing " << chain::replay_predecessor(seed)
@@ -105,8 +103,7 @@ int run_equivalence(EquivOptions const& o, h5::ResultWriter& file, std::uint64_t
           chain::RunnerOptions ro;
           ro.tokens = T;
           ro.tile_m = o.tile_m;
-          ro.ctas_per_sm = o.ctas_per_sm;
-          ro.max_shared_carveout = o.max_shared_carveout;
+          chain_run::apply(o.residency, ro);
           ro.iterations = batch;
           ro.stamps = o.stamps;
           ro.hidden_seed = Rng::mix(wseed, 3);
@@ -145,8 +142,7 @@ int run_equivalence(EquivOptions const& o, h5::ResultWriter& file, std::uint64_t
           chain::RunnerOptions ro;
           ro.tokens = T;
           ro.tile_m = o.tile_m;
-          ro.ctas_per_sm = o.ctas_per_sm;
-          ro.max_shared_carveout = o.max_shared_carveout;
+          chain_run::apply(o.residency, ro);
           ro.hidden_seed = Rng::mix(wseed, 3);
           auto const r = chain_run::replay(*weights, ro, cfg, series.first_seed, o.replay_attempts);
           if (r.reproduced) {
@@ -223,12 +219,6 @@ int equivalence(cli::Args const& args) {
       "randomized routings per (shape, T, preset), rounded up to whole batches, 1..10^7")(
       "batch", po::value<int>()->default_value(250), "layers per CUDA graph replay, 1..4096")(
       "tile-m", po::value<std::int64_t>()->default_value(16), "GEMM row tile: 16, 32, 64, 128")(
-      "carveout", po::value<std::string>()->default_value("max-shared"),
-      "shared-memory carveout of the GEMM, permute and activation kernels: max-shared (finalize "
-      "can start beside them) or default (the driver's)")(
-      "ctas-per-sm", po::value<int>()->default_value(1),
-      "CTAs per SM of the GEMM, permute and activation grids, 1..8 (1: every kernel of the "
-      "chain fits on the GPU at once, so early triggers take effect)")(
       "ref-checks", po::value<int>()->default_value(1),
       "batches per (shape, T) whose last routing is checked against the Kokkos reference")(
       "tolerance", po::value<double>()->default_value(1e-2),
@@ -238,6 +228,7 @@ int equivalence(cli::Args const& args) {
       "replay routing SEED (one shape, T, preset) and print the first differing buffer/index")(
       "replay-attempts", po::value<int>()->default_value(20), "attempts of --replay, 1..10000")(
       "print", po::value<std::string>(), "print the /equivalence table of FILE and exit");
+  chain_run::add_residency_options(desc, chain_run::Residency{});
   cli::add_output_options(desc, "equivalence.h5");
   po::variables_map vm;
   if (!cli::parse("equivalence",
@@ -265,11 +256,7 @@ int equivalence(cli::Args const& args) {
   o.batch = vm["batch"].as<int>();
   cli::check_range("--batch", o.batch, 1, 4096);
   o.tile_m = vm["tile-m"].as<std::int64_t>();
-  o.ctas_per_sm = vm["ctas-per-sm"].as<int>();
-  std::string const carveout = vm["carveout"].as<std::string>();
-  cli::check_choice("--carveout", carveout, {"default", "max-shared"});
-  o.max_shared_carveout = carveout == "max-shared";
-  cli::check_range("--ctas-per-sm", o.ctas_per_sm, 1, 8);
+  o.residency = chain_run::read_residency_options(vm);
   o.ref_checks = vm["ref-checks"].as<int>();
   cli::check_range("--ref-checks", o.ref_checks, 0, 1000);
   o.tolerance = vm["tolerance"].as<double>();
@@ -292,8 +279,7 @@ int equivalence(cli::Args const& args) {
   }
   auto file =
       h5::ResultWriter::open(vm["out"].as<std::string>(), vm["resume"].as<std::string>(), seed);
-  file.set_attr("/", "ctas_per_sm", std::to_string(o.ctas_per_sm));
-  file.set_attr("/", "carveout", o.max_shared_carveout ? "max-shared" : "default");
+  chain_run::record(o.residency, file);
   return run_equivalence(o, file, file.seed());
 #else
   throw DeviceError("equivalence needs a CUDA build (this moefin was built without CUDA)");

@@ -91,18 +91,13 @@ int race(cli::Args const& args) {
       "overrides applied to every cell")("iterations", po::value<int>()->default_value(200),
                                          "routings per cell (one CUDA graph replay), 2..4096")(
       "tile-m", po::value<std::int64_t>()->default_value(16), "GEMM row tile")(
-      "ctas-per-sm", po::value<int>()->default_value(1),
-      "CTAs per SM of the GEMM, permute and activation grids, 1..8 (1: every kernel of the "
-      "chain fits on the GPU at once, so early triggers take effect)")(
-      "carveout", po::value<std::string>()->default_value("max-shared"),
-      "shared-memory carveout of the GEMM, permute and activation kernels: max-shared (finalize, "
-      "which needs shared memory, can then start beside them) or default (the driver's)")(
       "launch", po::value<std::string>()->default_value("graph"),
       "graph: each cell's iterations in one CUDA graph replay; stream: plain stream launches")(
       "stamps", "record the timelines of the benchmark cells and of each preset's own cell")(
       "describe", "print each cell's chain (the JSON `moefin verify` reads) with the verifier's "
                   "verdict, and exit; no GPU needed")(
       "print", po::value<std::string>(), "print the /race_matrix table of FILE and exit");
+  chain_run::add_residency_options(desc, chain_run::Residency{});
   cli::add_output_options(desc, "race.h5");
   po::variables_map vm;
   if (!cli::parse("race",
@@ -182,13 +177,9 @@ int race(cli::Args const& args) {
   ro.iterations = iterations;
   ro.stamps = stamps;
   ro.stream_launch = launch == "stream";
-  ro.ctas_per_sm = vm["ctas-per-sm"].as<int>();
-  cli::check_range("--ctas-per-sm", ro.ctas_per_sm, 1, 8);
-  file.set_attr("/", "ctas_per_sm", std::to_string(ro.ctas_per_sm));
-  std::string const carveout = vm["carveout"].as<std::string>();
-  cli::check_choice("--carveout", carveout, {"default", "max-shared"});
-  ro.max_shared_carveout = carveout == "max-shared";
-  file.set_attr("/", "carveout", carveout);
+  chain_run::Residency const residency = chain_run::read_residency_options(vm);
+  chain_run::apply(residency, ro);
+  chain_run::record(residency, file);
   file.set_attr("/", "launch", launch); // a file holds one launch mode: keys do not name it
   auto const recorded = file.provenance().find("overrides");
   if (recorded != file.provenance().end() && recorded->second != axes.overrides)

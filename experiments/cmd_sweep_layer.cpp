@@ -27,14 +27,18 @@ int sweep_layer(cli::Args const& args) {
       "layers", po::value<int>()->default_value(16),
       "layers per CUDA graph (each on its own routing), 1..4096")(
       "tile-m", po::value<std::int64_t>()->default_value(16), "GEMM row tile")(
+      "stamps", "after the timed rounds, replay each configuration's graph once more with "
+                "per-CTA stamps and store its last layer's timeline (groups timeline_layer_N)")(
       "published", po::value<std::string>()->default_value(chain_tables::default_published_dir()),
       "folder of whole_op_speedup.csv and pdl_ordering_speedup.csv")(
       "print", po::value<std::string>(), "print the tables of FILE's /layer_sweep and exit");
+  // The kernels' own policies (two CTAs per SM) and the driver's carveout: the layer as it runs.
+  chain_run::add_residency_options(desc, chain_run::Residency{2, false});
   cli::add_output_options(desc, "layer_sweep.h5");
   po::variables_map vm;
   if (!cli::parse("sweep layer",
-                  "[--shapes S] [--tokens T] [--rounds N] [--layers N] [--print FILE] "
-                  "[--out FILE]",
+                  "[--shapes S] [--tokens T] [--rounds N] [--layers N] [--ctas-per-sm N] "
+                  "[--carveout C] [--stamps] [--print FILE] [--out FILE]",
                   desc, args, vm))
     return kExitOk;
   std::string const published = vm["published"].as<std::string>();
@@ -50,6 +54,8 @@ int sweep_layer(cli::Args const& args) {
   int const layers = vm["layers"].as<int>();
   cli::check_range("--layers", layers, 1, 4096);
   std::int64_t const tile_m = vm["tile-m"].as<std::int64_t>();
+  bool const stamps = vm.count("stamps") > 0;
+  chain_run::Residency const residency = chain_run::read_residency_options(vm);
   for (auto const& s : shapes)
     for (auto T : tokens)
       chain::validate(s, T, tile_m);
@@ -59,6 +65,7 @@ int sweep_layer(cli::Args const& args) {
   auto file = h5::ResultWriter::open(vm["out"].as<std::string>(), vm["resume"].as<std::string>(),
                                      vm["seed"].as<std::uint64_t>());
   std::uint64_t const seed = file.seed();
+  chain_run::record(residency, file);
   auto table = file.table("layer_sweep", chain_tables::layer_columns(),
                           "whole-layer time per layer (us), CUDA graph of `layers` layers on "
                           "distinct routings, PDL on, interleaved rounds; speedup_finalize = "
@@ -78,6 +85,13 @@ int sweep_layer(cli::Args const& args) {
            ",finalize=" + chain::finalize_choice_name(c.fin) +
            ",placement=" + chain::preset_name(c.placement);
   };
+  // Numbered on from the timelines a resumed file already holds.
+  std::int64_t timelines = 0;
+  {
+    h5::ResultReader const before(file.path());
+    while (before.has_group("timeline_layer_" + std::to_string(timelines)))
+      ++timelines;
+  }
   Progress progress("sweep layer", shapes.size() * tokens.size());
   for (auto const& shape : shapes) {
     std::unique_ptr<chain::LayerWeights> weights;
@@ -95,6 +109,8 @@ int sweep_layer(cli::Args const& args) {
       ro.tokens = T;
       ro.tile_m = tile_m;
       ro.iterations = layers;
+      ro.stamps = stamps;
+      chain_run::apply(residency, ro);
       ro.hidden_seed = Rng::mix(chain::weight_seed(seed, shape), 3);
       chain::ChainRunner runner(*weights, ro);
       std::vector<std::uint64_t> seeds(static_cast<std::size_t>(layers));
@@ -149,6 +165,10 @@ int sweep_layer(cli::Args const& args) {
             .set("speedup_placement_lo", rp.lo)
             .set("speedup_placement_hi", rp.hi);
         table.append(key_of(shape, T, configs[c]), row, t[c]);
+        if (stamps)
+          chain_run::write_timeline(file, "timeline_layer_" + std::to_string(timelines++),
+                                    runner.stamp_layers(cfgs[c], true),
+                                    key_of(shape, T, configs[c]));
       }
       progress.step(shape.name + " T=" + std::to_string(T) + ": " +
                     std::to_string(stats::median(t[0])) + " us/layer (new, seed-after)");

@@ -131,19 +131,11 @@ BOOST_AUTO_TEST_CASE(same_routings_give_the_same_hashes_and_new_routings_change_
   BOOST_TEST(!rep.reproduced, rep.detail);
 }
 
-BOOST_AUTO_TEST_CASE(stamps_follow_the_trigger_placements) {
-  LayerShape const s = small_shape();
-  LayerWeights const w(s, 7);
-  RunnerOptions o;
-  o.tokens = 4;
-  o.iterations = 2;
-  o.stamps = true;
-  ChainRunner r(w, o);
-  r.set_routings(seeds_for(s, 4, 2));
-  ChainConfig cfg = preset_config(Preset::kSeedAfter);
-  cfg.at(Kernel::kGemm1).trigger = Trigger::kAfterWrites;
-  r.run_batch(cfg, true);
-  Timeline const t = r.timeline();
+namespace {
+
+// Every kernel stamped, each CTA's events in order, and the trigger stamp where the knob puts it
+// (-1 for kExit: the stamps were poisoned before the replay).
+void check_stamps(Timeline const& t, ChainConfig const& cfg) {
   BOOST_TEST(t.kernels.size() == 6u);
   std::vector<int> ctas(6, 0);
   for (std::size_t i = 0; i < t.kernel.size(); ++i) {
@@ -161,4 +153,26 @@ BOOST_AUTO_TEST_CASE(stamps_follow_the_trigger_placements) {
   }
   for (int k = 0; k < 6; ++k)
     BOOST_TEST(ctas[static_cast<std::size_t>(k)] > 0, t.kernels[static_cast<std::size_t>(k)]);
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(stamps_follow_the_trigger_placements) {
+  LayerShape const s = small_shape();
+  LayerWeights const w(s, 7);
+  RunnerOptions o;
+  o.tokens = 4;
+  o.iterations = 2;
+  o.stamps = true;
+  ChainRunner r(w, o);
+  r.set_routings(seeds_for(s, 4, 2));
+  ChainConfig cfg = preset_config(Preset::kSeedAfter);
+  cfg.at(Kernel::kGemm1).trigger = Trigger::kAfterWrites;
+  r.run_batch(cfg, true);
+  check_stamps(r.timeline(), cfg);
+  // The timing graph's stamped replay, after a checked one that stamped every trigger.
+  ChainConfig const early = preset_config(Preset::kAllEarly);
+  r.run_batch(early, true);
+  ChainConfig const after = preset_config(Preset::kSeedAfter);
+  check_stamps(r.stamp_layers(after, true), after);
 }

@@ -135,14 +135,18 @@ struct ChainRunner::Impl {
   std::int64_t stamp_ctas[kNumKernels] = {};
   std::vector<void*> owned;
   std::map<std::string, cudaGraphExec_t> graphs;
-  bool stamping = false; // while capturing a checked graph of a runner with stamps
+  bool stamping = false; // while capturing a graph that records stamps on its last layer
 
   LayerParams layer(int it) const;
   finalize::Options finalize_options(ChainConfig const& cfg, bool pdl, int it) const;
   PdlKnobs knobs(ChainConfig const& cfg, Kernel k, bool pdl, int it) const;
   void enqueue_layer(ChainConfig const& cfg, bool pdl, int it, bool checked);
-  void enqueue_fill();
-  cudaGraphExec_t graph(ChainConfig const& cfg, bool pdl, bool checked);
+  void enqueue_fill(bool stamps_only);
+  // kChecked: fill, layers, checksums (stamps on the last layer when RunnerOptions::stamps);
+  // kTiming: the layers alone; kTimingStamped: kTiming with the stamps poisoned first and
+  // recorded on the last layer.
+  enum class GraphKind { kChecked, kTiming, kTimingStamped };
+  cudaGraphExec_t graph(ChainConfig const& cfg, bool pdl, GraphKind kind);
 
   void* alloc(std::size_t bytes, char const* what) {
     void* p = device_alloc(bytes, what);
@@ -362,7 +366,7 @@ finalize::Options ChainRunner::Impl::finalize_options(ChainConfig const& cfg, bo
   return f;
 }
 
-void ChainRunner::Impl::enqueue_fill() {
+void ChainRunner::Impl::enqueue_fill(bool stamps_only) {
   FillList list;
   auto add = [&](void* p, std::size_t bytes, std::uint32_t value) {
     if (list.count == kMaxFills)
@@ -372,15 +376,17 @@ void ChainRunner::Impl::enqueue_fill() {
   };
   // 0xff bytes: -1 in every index array (a pre-wait read of it is skipped, never out of bounds)
   // and a NaN in every bf16 array (an element nothing wrote fails every comparison).
-  for (int b = 0; b < kNumBuffers; ++b)
-    add(buf[b], buf_bytes[b], 0xffffffffu);
-  add(workspace, workspace_bytes, 0);
-  std::size_t const iters = static_cast<std::size_t>(o.iterations);
-  add(snapshot, iters * static_cast<std::size_t>(o.tokens * w->shape().top_k) * 4,
-      static_cast<std::uint32_t>(kSnapshotUnset));
-  add(slots, iters * kNumBuffers * 8, 0);
-  add(stale, iters * 4, 0);
-  add(recorded, iters * 4, 0);
+  if (!stamps_only) {
+    for (int b = 0; b < kNumBuffers; ++b)
+      add(buf[b], buf_bytes[b], 0xffffffffu);
+    add(workspace, workspace_bytes, 0);
+    std::size_t const iters = static_cast<std::size_t>(o.iterations);
+    add(snapshot, iters * static_cast<std::size_t>(o.tokens * w->shape().top_k) * 4,
+        static_cast<std::uint32_t>(kSnapshotUnset));
+    add(slots, iters * kNumBuffers * 8, 0);
+    add(stale, iters * 4, 0);
+    add(recorded, iters * 4, 0);
+  }
   for (int k = 0; k < kNumKernels; ++k)
     if (stamps[k])
       add(stamps[k], static_cast<std::size_t>(stamp_ctas[k]) * 32, 0xffffffffu);
@@ -418,9 +424,10 @@ void ChainRunner::Impl::enqueue_layer(ChainConfig const& cfg, bool pdl, int it, 
   launch_kernel(checksum_kernel, dim3(528), dim3(256), 0, stream, pdl, c);
 }
 
-cudaGraphExec_t ChainRunner::Impl::graph(ChainConfig const& cfg, bool pdl, bool checked) {
+cudaGraphExec_t ChainRunner::Impl::graph(ChainConfig const& cfg, bool pdl, GraphKind kind) {
+  static char const* const kKindName[] = {" checked", " timing", " timing+stamps"};
   std::string const key =
-      describe(cfg) + (pdl ? " pdl=on" : " pdl=off") + (checked ? " checked" : " timing");
+      describe(cfg) + (pdl ? " pdl=on" : " pdl=off") + kKindName[static_cast<int>(kind)];
   auto const found = graphs.find(key);
   if (found != graphs.end())
     return found->second;
@@ -436,11 +443,12 @@ cudaGraphExec_t ChainRunner::Impl::graph(ChainConfig const& cfg, bool pdl, bool 
   gemm::validate(l0.gemm2);
   activation::validate(l0.act);
   cudaGraph_t g = nullptr;
+  bool const checked = kind == GraphKind::kChecked;
   MOEFIN_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
-  stamping = checked && o.stamps;
+  stamping = kind == GraphKind::kTimingStamped || (checked && o.stamps);
   try {
-    if (checked)
-      enqueue_fill();
+    if (stamping || checked)
+      enqueue_fill(!checked);
     for (int it = 0; it < o.iterations; ++it)
       enqueue_layer(cfg, pdl, it, checked);
   } catch (...) {
@@ -466,12 +474,12 @@ BatchResult ChainRunner::run_batch(ChainConfig const& cfg, bool pdl) {
     LayerParams const l0 = d.layer(0);
     routing::validate(l0.routing);
     d.stamping = opt_.stamps;
-    d.enqueue_fill();
+    d.enqueue_fill(false);
     for (int it = 0; it < opt_.iterations; ++it)
       d.enqueue_layer(cfg, pdl, it, true);
     d.stamping = false;
   } else {
-    cudaGraphExec_t const exec = d.graph(cfg, pdl, true);
+    cudaGraphExec_t const exec = d.graph(cfg, pdl, Impl::GraphKind::kChecked);
     MOEFIN_CUDA_CHECK(cudaGraphLaunch(exec, d.stream));
   }
   BatchResult r;
@@ -491,7 +499,7 @@ BatchResult ChainRunner::run_batch(ChainConfig const& cfg, bool pdl) {
 
 double ChainRunner::time_layers(ChainConfig const& cfg, bool pdl) {
   Impl& d = *impl_;
-  cudaGraphExec_t const exec = d.graph(cfg, pdl, false);
+  cudaGraphExec_t const exec = d.graph(cfg, pdl, Impl::GraphKind::kTiming);
   MOEFIN_CUDA_CHECK(cudaEventRecord(d.ev0, d.stream));
   MOEFIN_CUDA_CHECK(cudaGraphLaunch(exec, d.stream));
   MOEFIN_CUDA_CHECK(cudaEventRecord(d.ev1, d.stream));
@@ -516,6 +524,14 @@ std::vector<std::uint16_t> ChainRunner::hidden_states() const {
   MOEFIN_CUDA_CHECK(cudaStreamSynchronize(d.stream));
   MOEFIN_CUDA_CHECK(cudaMemcpy(h.data(), d.hidden, h.size() * 2, cudaMemcpyDeviceToHost));
   return h;
+}
+
+Timeline ChainRunner::stamp_layers(ChainConfig const& cfg, bool pdl) {
+  if (!opt_.stamps)
+    throw std::logic_error("stamp_layers() needs RunnerOptions::stamps");
+  MOEFIN_CUDA_CHECK(
+      cudaGraphLaunch(impl_->graph(cfg, pdl, Impl::GraphKind::kTimingStamped), impl_->stream));
+  return timeline();
 }
 
 Timeline ChainRunner::timeline() const {

@@ -119,8 +119,13 @@ public:
   /// Host copy of buffer b as it is now (after the last replay: the last iteration's values).
   std::vector<std::uint8_t> download(Buffer b) const;
   std::vector<std::uint16_t> hidden_states() const;
-  /// Stamps of the last iteration of the last run_batch (needs RunnerOptions::stamps).
+  /// Stamps of the last iteration of the last run_batch or stamp_layers (needs
+  /// RunnerOptions::stamps).
   Timeline timeline() const;
+  /// Replays the timing graph of `cfg` once with per-CTA stamps on its last layer, from a graph
+  /// of its own (timed replays never record stamps), and returns them (needs
+  /// RunnerOptions::stamps).
+  Timeline stamp_layers(ChainConfig const& cfg, bool pdl);
 
   /// The finalize variant the chain launches under `cfg`.
   finalize::Variant finalize_variant(ChainConfig const& cfg) const;
