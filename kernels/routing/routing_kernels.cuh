@@ -46,22 +46,27 @@ __device__ __forceinline__ float warp_sum(float v) {
 }
 
 /// Top-K of token t by the calling warp: writes expert ids and weights and sets the token's bit
-/// in the masks of its local experts.
+/// in the masks of its local experts. Each lane holds its experts' scores (lane + 32 j) in
+/// registers: K passes over them cost no memory round trips.
 __device__ void select_token(RoutingParams const& p, std::int64_t t, std::uint32_t* masks) {
+  constexpr int kPerLane = Policy::kMaxExperts / 32;
   int const lane = threadIdx.x & 31;
   int const E = static_cast<int>(p.num_experts);
   int const K = static_cast<int>(p.top_k);
   float const* s = p.scores + t * p.num_experts;
+  float v[kPerLane];
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j)
+    v[j] = lane + 32 * j < E ? s[lane + 32 * j] : -INFINITY;
   std::uint32_t taken = 0; // bit j: expert lane + 32 j already selected
   Candidate mine{-INFINITY, -1};
   float top = 0.0f;
   for (int k = 0; k < K; ++k) {
     Candidate best{-INFINITY, 0x7fffffff};
-    for (int j = 0; lane + 32 * j < E; ++j) {
-      if (taken & (1u << j))
-        continue;
-      Candidate const c{s[lane + 32 * j], lane + 32 * j};
-      if (better(c, best))
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) {
+      Candidate const c{v[j], lane + 32 * j};
+      if (lane + 32 * j < E && !(taken & (1u << j)) && better(c, best))
         best = c;
     }
     best = warp_best(best);
@@ -74,8 +79,10 @@ __device__ void select_token(RoutingParams const& p, std::int64_t t, std::uint32
   }
   // Softmax denominators: over every expert, and over the K selected.
   float all = 0.0f;
-  for (int j = 0; lane + 32 * j < E; ++j)
-    all += expf(s[lane + 32 * j] - top);
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j)
+    if (lane + 32 * j < E)
+      all += expf(v[j] - top);
   all = warp_sum(all);
   float const e_mine = lane < K ? expf(mine.score - top) : 0.0f;
   float const sel = warp_sum(e_mine);
@@ -184,7 +191,8 @@ __device__ void build_layout(RoutingParams const& p, std::uint32_t const* masks,
 }
 
 /// Single CTA: every token, then the layout. Dynamic shared memory: masks, offsets, scan.
-__global__ void routing_block_kernel(RoutingParams p, PdlDevice k) {
+__global__ void __launch_bounds__(Policy::kBlockThreads)
+    routing_block_kernel(RoutingParams p, PdlDevice k) {
   extern __shared__ std::uint32_t smem[];
   int const L = static_cast<int>(p.num_local_experts);
   std::uint32_t* masks = smem;
