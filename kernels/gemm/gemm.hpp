@@ -2,16 +2,18 @@
 // gemm::run — grouped GEMM over the permuted rows (bf16 tensor cores, fp32 accumulation).
 // Host-visible header: no CUDA includes.
 //
-// Each warp owns one work item, (row tile of one expert, a slice of 32 or 16 output columns),
-// and issues mma.sync m16n8k16 on operands loaded straight from global memory with 128-bit
-// loads. Decode GEMMs are bound by reading each weight once: a warp issues the weight loads of
-// several k steps before their first MMA (bytes in flight), weights bypass L1, and padding rows
-// of the activations are not read. PDL: every read of routing output and of the activations
-// follows the wait; Trigger::kDefault = implicit at exit.
+// Each warp owns work items (row tile of one expert, 16 output columns) and issues mma.sync
+// m16n8k16 on operands it copies with cp.async into its own slots of shared memory, several
+// k steps ahead of the MMAs. Decode GEMMs are bound by reading each weight once: the copies
+// bypass L1 (whose size the SM's carveout sets: a kernel that left an SM with the largest
+// shared carveout would otherwise cap the bytes in flight), and padding rows of the activations
+// are not read. PDL: every read of routing output and of the activations follows the wait;
+// Trigger::kDefault = implicit at exit.
 
 #include "kernels/common/pdl_knobs.hpp"
 #include "kernels/gemm/gemm_params.hpp"
 
+#include <cstddef>
 #include <cstdint>
 
 struct CUstream_st;
@@ -21,18 +23,26 @@ namespace moefin::gemm {
 using Stream = CUstream_st*;
 
 struct Policy {
-  static constexpr int kThreads = 128; // 4 warps, each on its own work item
+  static constexpr int kThreads = 128; // 4 warps, each on its own work items
+  static constexpr int kWarpCols = 16; // output columns of one work item (two n8 tiles)
   static constexpr int kTileN = 64;    // n must be a multiple of this
-  static constexpr int kStepK = 32;    // k per 128-bit load
+  static constexpr int kStepK = 32;    // k per 16-byte copy of one thread
   static constexpr int kCtasPerSm =
       2; // persistent grid: one resident wave, room for the rest of the chain
-  /// Columns of one warp's work item: 32 for row tiles of 16 and 32, 16 above (accumulators).
-  static constexpr int warp_cols(std::int64_t tile_m) { return tile_m <= 32 ? 32 : 16; }
-  /// k steps whose loads a warp issues before the first MMA on them: 4 x 2 KiB of weights in
-  /// flight per warp at tile 16, at most 128 registers per thread, so that GEMM1 and GEMM2 stay
-  /// resident beside the rest of the chain at one CTA per SM.
-  static constexpr int group_steps(std::int64_t tile_m) {
-    return tile_m == 16 ? 4 : tile_m == 32 ? 2 : 1;
+  /// k steps per pipeline stage.
+  static constexpr int group_steps(std::int64_t tile_m) { return tile_m <= 32 ? 2 : 1; }
+  /// Stages per warp; stages - 1 are in flight while one is multiplied: at tile 16, 4 x 2 KiB
+  /// of weights per warp.
+  static constexpr int stages(std::int64_t tile_m) {
+    return tile_m == 16 ? 5 : tile_m == 32 ? 4 : 3;
+  }
+  /// 16-byte slots per thread and stage: the weight rows, then the activation rows.
+  static constexpr int slots(std::int64_t tile_m) {
+    return group_steps(tile_m) * (kWarpCols / 8 + 2 * static_cast<int>(tile_m / 16));
+  }
+  /// Dynamic shared memory of a CTA (80 KiB at tile 16).
+  static constexpr std::size_t smem_bytes(std::int64_t tile_m) {
+    return static_cast<std::size_t>(stages(tile_m) * slots(tile_m)) * 16 * kThreads;
   }
 };
 

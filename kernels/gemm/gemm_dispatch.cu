@@ -21,7 +21,7 @@ void validate(GroupedGemmParams const& p) {
 
 std::int64_t num_ctas(GroupedGemmParams const& p, int ctas_per_sm) {
   constexpr std::int64_t kWarps = Policy::kThreads / 32;
-  std::int64_t const items = (p.n / Policy::warp_cols(p.tile_m)) * (p.max_rows / p.tile_m);
+  std::int64_t const items = (p.n / Policy::kWarpCols) * (p.max_rows / p.tile_m);
   return resident_grid((items + kWarps - 1) / kWarps,
                        ctas_per_sm > 0 ? ctas_per_sm : Policy::kCtasPerSm);
 }
@@ -30,9 +30,12 @@ void run(GroupedGemmParams const& p, PdlKnobs const& knobs, Stream stream) {
   validate(p);
   dim3 const grid(static_cast<unsigned>(num_ctas(p, knobs.ctas_per_sm)));
   PdlDevice const k = pdl_device(knobs, Trigger::kExit);
+  std::size_t const smem = Policy::smem_bytes(p.tile_m);
   auto launch = [&](auto kernel) {
     set_shared_carveout(kernel, knobs.max_shared_carveout);
-    launch_kernel(kernel, grid, dim3(Policy::kThreads), 0, stream, knobs.pdl, p, k);
+    MOEFIN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(smem)));
+    launch_kernel(kernel, grid, dim3(Policy::kThreads), smem, stream, knobs.pdl, p, k);
   };
   switch (p.tile_m) {
   case 16:

@@ -1,5 +1,6 @@
 #pragma once
-// Grouped GEMM kernel (mma.sync m16n8k16, bf16 in, fp32 accumulation), one work item per warp.
+// Grouped GEMM kernel (mma.sync m16n8k16, bf16 in, fp32 accumulation): warps stream their work
+// items' operands through a cp.async pipeline in shared memory.
 //
 // The k dimension of one 32-wide step is permuted identically for A and B, which leaves the sum
 // unchanged and lets each thread load its operands with single 128-bit loads: thread (g, q) of
@@ -30,109 +31,177 @@ __device__ __forceinline__ std::uint32_t word(uint4 const& v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
 
-/// A weight row's 16 bytes: read-only for the kernel, streamed once, so they skip L1 (which
-/// keeps the activation rows the warps of a CTA share) and fetch the row's next 256 bytes into L2.
-__device__ __forceinline__ uint4 load_weights(__nv_bfloat16 const* p) {
-  uint4 v;
-  asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p));
-  return v;
+/// 16-byte asynchronous copy global -> shared that bypasses L1 and fetches the rest of the
+/// source's 256-byte block into L2; with `read` false it writes zeros and reads nothing.
+__device__ __forceinline__ void cp_async16(uint4* dst, void const* src, bool read) {
+  auto const d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;" ::"r"(d), "l"(src),
+               "r"(read ? 16 : 0)
+               : "memory");
 }
 
-/// kG k steps of one warp item: every load first (weights, then the activation rows that are
-/// not padding), then the MMAs in ascending k, so the sum order does not depend on kG.
-template <int kM, int kN8, int kG>
-__device__ __forceinline__ void mma_steps(float (&acc)[kM][kN8][4],
-                                          __nv_bfloat16 const* const (&a_row)[kM][2],
-                                          bool const (&a_on)[kM][2], __nv_bfloat16 const* b_row,
-                                          std::int64_t ldb, std::int64_t kk) {
-  uint4 bv[kG][kN8];
-  uint4 av[kG][kM][2];
-#pragma unroll
-  for (int s = 0; s < kG; ++s)
-#pragma unroll
-    for (int j = 0; j < kN8; ++j)
-      bv[s][j] = load_weights(b_row + 8 * j * ldb + kk + Policy::kStepK * s);
-#pragma unroll
-  for (int s = 0; s < kG; ++s)
-#pragma unroll
-    for (int m = 0; m < kM; ++m)
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-        av[s][m][h] = a_on[m][h]
-                          ? *reinterpret_cast<uint4 const*>(a_row[m][h] + kk + Policy::kStepK * s)
-                          : make_uint4(0, 0, 0, 0);
-#pragma unroll
-  for (int s = 0; s < kG; ++s)
-#pragma unroll
-    for (int m = 0; m < kM; ++m)
-#pragma unroll
-      for (int t = 0; t < 2; ++t)
-#pragma unroll
-        for (int j = 0; j < kN8; ++j)
-          mma_bf16(acc[m][j], word(av[s][m][0], 2 * t), word(av[s][m][1], 2 * t),
-                   word(av[s][m][0], 2 * t + 1), word(av[s][m][1], 2 * t + 1),
-                   word(bv[s][j], 2 * t), word(bv[s][j], 2 * t + 1));
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;" ::: "memory");
 }
 
-/// kM m16 tiles per row tile (tile_m = 16 kM). Each warp owns (row tile, warp_cols columns)
-/// items: kN8 n8 tiles, B rows col0 + 8 j + g.
+/// Waits until at most kPending of this thread's committed copy groups are still in flight.
+template <int kPending> __device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
+}
+
+/// kM m16 tiles per row tile (tile_m = 16 kM). Each warp walks its work items (row tile,
+/// kWarpCols columns: kN8 n8 tiles, weight rows col0 + 8 j + g) as one stream of loads of kG
+/// k steps, kS - 1 of them in flight ahead of the MMAs, through its own slots of shared memory:
+/// every thread reads back only what its own copies wrote, so no barrier is needed, and the
+/// bytes in flight do not depend on the L1 size that the SM's carveout leaves.
 template <int kM>
-__global__ void __launch_bounds__(Policy::kThreads, kM <= 2 ? 4 : 1)
+__global__ void __launch_bounds__(Policy::kThreads)
     grouped_gemm_kernel(GroupedGemmParams p, PdlDevice k) {
-  constexpr int kN8 = Policy::warp_cols(16 * kM) / 8;
-  constexpr int kG = Policy::group_steps(16 * kM);
+  constexpr std::int64_t kTile = 16 * kM;
+  constexpr int kN8 = Policy::kWarpCols / 8;
+  constexpr int kG = Policy::group_steps(kTile);
+  constexpr int kS = Policy::stages(kTile);
+  constexpr int kSlots = Policy::slots(kTile);
   constexpr int kWarps = Policy::kThreads / 32;
+  extern __shared__ uint4 stage_smem[];
   pdl_enter(k);
   pdl_wait_point(k);
   int const lane = threadIdx.x & 31;
   int const g = lane >> 2, q = lane & 3;
+  // Slot i of stage st of this thread: mine[(st * kSlots + i) * 32].
+  uint4* const mine = stage_smem + (threadIdx.x >> 5) * (kS * kSlots * 32) + lane;
   std::int64_t const total = std::min<std::int64_t>(*p.total_padded_rows, p.max_rows);
-  std::int64_t const col_items = p.n / (8 * kN8);
-  std::int64_t const work = col_items * (total / (16 * kM));
-  auto const* a = static_cast<__nv_bfloat16 const*>(p.a);
+  std::int64_t const col_items = p.n / Policy::kWarpCols;
+  std::int64_t const work = col_items * (total / kTile);
+  int const steps = static_cast<int>(p.k / Policy::kStepK);
+  int const groups = (steps + kG - 1) / kG;
   // Persistent: the grid is one resident wave (see resident_grid); the warps of a CTA take
-  // adjacent column slices of one row tile, so its activation rows are read once into L1.
-  for (std::int64_t w = blockIdx.x * static_cast<std::int64_t>(kWarps) + (threadIdx.x >> 5);
-       w < work; w += static_cast<std::int64_t>(gridDim.x) * kWarps) {
-    std::int64_t const row_tile = w / col_items;
-    std::int64_t const row0 = row_tile * (16 * kM);
-    std::int32_t const expert = p.cta_to_expert[row_tile];
-    if (expert < 0 || expert >= p.num_local_experts)
+  // adjacent column slices of one row tile.
+  std::int64_t const first = blockIdx.x * static_cast<std::int64_t>(kWarps) + (threadIdx.x >> 5);
+  std::int64_t const stride = static_cast<std::int64_t>(gridDim.x) * kWarps;
+  std::int64_t const items = first < work ? (work - 1 - first) / stride + 1 : 0;
+  std::int64_t const loads = items * groups;
+  auto const* a = static_cast<__nv_bfloat16 const*>(p.a);
+  auto const* b = static_cast<__nv_bfloat16 const*>(p.b);
+  auto expert_of = [&](std::int64_t item) { return p.cta_to_expert[item / col_items]; };
+  auto valid = [&](std::int32_t e) { return e >= 0 && e < p.num_local_experts; };
+
+  // Issue side: the next load's item and group, and its item's sources.
+  std::int64_t iss_load = 0, iss_item = first;
+  int iss_group = 0, iss_stage = 0;
+  __nv_bfloat16 const* b_row = b;
+  __nv_bfloat16 const* a_row[kM][2] = {};
+  bool b_on = false, a_on[kM][2] = {};
+  auto issue_next = [&]() {
+    if (iss_load < loads) {
+      if (iss_group == 0) { // a new item: its expert, weight rows and non-padding rows
+        std::int32_t const e = expert_of(iss_item);
+        b_on = valid(e);
+        std::int64_t const col0 = (iss_item % col_items) * Policy::kWarpCols;
+        b_row = b + ((b_on ? e : 0) * p.n + col0 + g) * p.k + 8 * q;
+        std::int64_t const row0 = iss_item / col_items * kTile;
+#pragma unroll
+        for (int m = 0; m < kM; ++m)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            std::int64_t const r = row0 + 16 * m + 8 * h + g;
+            a_row[m][h] = a + r * p.k + 8 * q;
+            a_on[m][h] = b_on && (p.row_token == nullptr || p.row_token[r] >= 0);
+          }
+      }
+      uint4* const st = mine + iss_stage * (kSlots * 32);
+#pragma unroll
+      for (int s = 0; s < kG; ++s) {
+        int const step = iss_group * kG + s;
+        bool const in = step < steps;
+        std::int64_t const kk = in ? static_cast<std::int64_t>(step) * Policy::kStepK : 0;
+#pragma unroll
+        for (int j = 0; j < kN8; ++j)
+          cp_async16(st + (s * kN8 + j) * 32, b_row + 8 * j * p.k + kk, b_on && in);
+#pragma unroll
+        for (int m = 0; m < kM; ++m)
+#pragma unroll
+          for (int h = 0; h < 2; ++h)
+            cp_async16(st + (kG * kN8 + (s * kM + m) * 2 + h) * 32, a_row[m][h] + kk,
+                       a_on[m][h] && in);
+      }
+      ++iss_load;
+      if (++iss_group == groups) {
+        iss_group = 0;
+        iss_item += stride;
+      }
+      iss_stage = iss_stage + 1 == kS ? 0 : iss_stage + 1;
+    }
+    cp_async_commit(); // empty past the end: the wait below counts groups uniformly
+  };
+
+#pragma unroll
+  for (int s = 0; s < kS - 1; ++s)
+    issue_next();
+  float acc[kM][kN8][4];
+  std::int64_t item = first;
+  int group = 0, stage = 0;
+  for (std::int64_t l = 0; l < loads; ++l) {
+    issue_next();
+    cp_async_wait<kS - 1>(); // load l has landed
+    if (group == 0) {
+#pragma unroll
+      for (int m = 0; m < kM; ++m)
+#pragma unroll
+        for (int j = 0; j < kN8; ++j)
+#pragma unroll
+          for (int i = 0; i < 4; ++i)
+            acc[m][j][i] = 0.0f;
+    }
+    uint4 const* const st = mine + stage * (kSlots * 32);
+#pragma unroll
+    for (int s = 0; s < kG; ++s) {
+      if (group * kG + s >= steps)
+        break;
+      uint4 bv[kN8];
+      uint4 av[kM][2];
+#pragma unroll
+      for (int j = 0; j < kN8; ++j)
+        bv[j] = st[(s * kN8 + j) * 32];
+#pragma unroll
+      for (int m = 0; m < kM; ++m)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          av[m][h] = st[(kG * kN8 + (s * kM + m) * 2 + h) * 32];
+#pragma unroll
+      for (int m = 0; m < kM; ++m)
+#pragma unroll
+        for (int t = 0; t < 2; ++t)
+#pragma unroll
+          for (int j = 0; j < kN8; ++j)
+            mma_bf16(acc[m][j], word(av[m][0], 2 * t), word(av[m][1], 2 * t),
+                     word(av[m][0], 2 * t + 1), word(av[m][1], 2 * t + 1), word(bv[j], 2 * t),
+                     word(bv[j], 2 * t + 1));
+    }
+    stage = stage + 1 == kS ? 0 : stage + 1;
+    if (++group < groups)
       continue;
-    std::int64_t const col0 = (w % col_items) * (8 * kN8);
-    __nv_bfloat16 const* const b_row =
-        static_cast<__nv_bfloat16 const*>(p.b) + (expert * p.n + col0 + g) * p.k + 8 * q;
-    __nv_bfloat16 const* a_row[kM][2];
-    bool a_on[kM][2];
+    // The item's last k group: store (an item of no valid expert writes nothing).
+    if (valid(expert_of(item))) {
+      auto* c = static_cast<__nv_bfloat16*>(p.c);
+      std::int64_t const row0 = item / col_items * kTile;
+      std::int64_t const col0 = (item % col_items) * Policy::kWarpCols;
 #pragma unroll
-    for (int m = 0; m < kM; ++m)
+      for (int m = 0; m < kM; ++m)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        std::int64_t const r = row0 + 16 * m + 8 * h + g;
-        a_row[m][h] = a + r * p.k + 8 * q;
-        a_on[m][h] = p.row_token == nullptr || p.row_token[r] >= 0;
-      }
-    float acc[kM][kN8][4] = {};
-    std::int64_t kk = 0;
-    for (; kk + kG * Policy::kStepK <= p.k; kk += kG * Policy::kStepK)
-      mma_steps<kM, kN8, kG>(acc, a_row, a_on, b_row, p.k, kk);
-    for (; kk < p.k; kk += Policy::kStepK)
-      mma_steps<kM, kN8, 1>(acc, a_row, a_on, b_row, p.k, kk);
-    auto* c = static_cast<__nv_bfloat16*>(p.c);
-#pragma unroll
-    for (int m = 0; m < kM; ++m)
-#pragma unroll
-      for (int j = 0; j < kN8; ++j) {
-        std::int64_t const col = col0 + 8 * j + 2 * q;
-        std::int64_t const r = row0 + 16 * m + g;
-        *reinterpret_cast<__nv_bfloat162*>(c + r * p.ldc + col) =
-            __floats2bfloat162_rn(acc[m][j][0], acc[m][j][1]);
-        *reinterpret_cast<__nv_bfloat162*>(c + (r + 8) * p.ldc + col) =
-            __floats2bfloat162_rn(acc[m][j][2], acc[m][j][3]);
-      }
+        for (int j = 0; j < kN8; ++j) {
+          std::int64_t const col = col0 + 8 * j + 2 * q;
+          std::int64_t const r = row0 + 16 * m + g;
+          *reinterpret_cast<__nv_bfloat162*>(c + r * p.ldc + col) =
+              __floats2bfloat162_rn(acc[m][j][0], acc[m][j][1]);
+          *reinterpret_cast<__nv_bfloat162*>(c + (r + 8) * p.ldc + col) =
+              __floats2bfloat162_rn(acc[m][j][2], acc[m][j][3]);
+        }
+    }
+    group = 0;
+    item += stride;
   }
+  cp_async_wait<0>();
   pdl_exit(k);
 }
 
