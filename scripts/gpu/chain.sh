@@ -1,37 +1,39 @@
 #!/usr/bin/env bash
 # The layer-chain runs on the GPU machine, from the repository root (carry: .deps; on a second
 # call also the first call's files, see CHAIN_RESUME_DIR). Everything lands in $OUT:
-#   chain_log.txt        everything printed (tables included)
-#   chain_done.txt       phases finished (a second call skips them)
+#   chain_log.txt        everything printed (tables included), and a line "done: PHASE" for each
+#                        phase finished (a second call skips them)
 #   ctest_gpu.txt        the gpu-labelled chain tests
 #   equivalence.h5       moefin equivalence, defaults
 #   equivalence_bench.h5 seed-after and safe, 2,000 routings x T {1,2,4,8,16} per shape, with and
 #                        without 25 us of delay in routing (10,000 routings per shape and setting)
 #   race.h5              moefin race, defaults, with timelines (--stamps)
 #   layer_sweep.h5       moefin sweep layer, defaults
+#   layer_timelines.h5   moefin sweep layer --stamps on top-8 and top-16 at T = 1 and 8 (per-CTA
+#                        timelines of each configuration's last layer)
 #   sanitizer.txt        compute-sanitizer memcheck/racecheck/synccheck/initcheck summaries
 # Budget: CHAIN_BUDGET_S seconds (default 540) for the whole call; a phase that does not fit is
 # left for the next call, and an interrupted moefin run is resumed (rows are flushed one by one).
-# CHAIN_PHASES selects phases (default: build test equiv bench race sweep sanitize).
+# CHAIN_PHASES selects phases (default: build test equiv bench race sweep timelines sanitize).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-out/chain}
 prev=${CHAIN_RESUME_DIR:-out/chain-prev}
 budget=${CHAIN_BUDGET_S:-540}
-phases=${CHAIN_PHASES:-build test equiv bench race sweep sanitize}
+phases=${CHAIN_PHASES:-build test equiv bench race sweep timelines sanitize}
 mkdir -p "$out"
 log=$out/chain_log.txt
-done_file=$out/chain_done.txt
 if [[ -d $prev ]]; then
   for f in "$prev"/*; do
     [[ -f $f && ! -e $out/$(basename "$f") ]] && cp "$f" "$out/"
   done
 fi
-touch "$done_file" "$log"
+touch "$log"
 say() { echo "[chain $(date -u +%H:%M:%S) +${SECONDS}s] $*" | tee -a "$log"; }
 left() { echo $((budget - SECONDS)); }
-is_done() { grep -qx "$1" "$done_file"; }
-mark_done() { echo "$1" >> "$done_file"; }
+is_done() { grep -qx "done: $1" "$log"; }
+mark_done() { echo "done: $1" >> "$log"; }
+done_list() { sed -n 's/^done: //p' "$log" | tr '\n' ' '; }
 # Runs moefin with a time limit; the result file is created or, when it exists, resumed.
 moefin_run() { # phase need_seconds file args...
   local phase=$1 need=$2 file=$3
@@ -52,7 +54,7 @@ moefin_run() { # phase need_seconds file args...
 prefix=$PWD/.deps/prefix
 export LD_LIBRARY_PATH=$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 bin=build-device/moefin
-say "phases: $phases; budget ${budget}s; done before: $(tr '\n' ' ' < "$done_file")"
+say "phases: $phases; budget ${budget}s; done before: $(done_list)"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader >> "$log" 2>&1
 
 for phase in $phases; do
@@ -96,6 +98,11 @@ for phase in $phases; do
     moefin_run sweep 90 "$out/layer_sweep.h5" sweep layer
     rc=$?; ((rc == 0)) && mark_done sweep
     ;;
+  timelines)
+    moefin_run timelines 30 "$out/layer_timelines.h5" sweep layer --shapes top-8,top-16 \
+      --tokens 1,8 --rounds 3 --stamps
+    rc=$?; ((rc == 0)) && mark_done timelines
+    ;;
   sanitize)
     (($(left) < 150)) && { say "sanitize: left for the next call"; continue; }
     san=$out/sanitizer.txt
@@ -127,4 +134,4 @@ for phase in $phases; do
     ;;
   esac
 done
-say "finished; done: $(tr '\n' ' ' < "$done_file")"
+say "finished; done: $(done_list)"
