@@ -20,7 +20,7 @@ using Stream = CUstream_st*; // cudaStream_t
 
 /// Tuning of the two paths (one place, not literals in the kernels).
 struct Policy {
-  static constexpr int kBlockThreads = 256;  // single-CTA kernel (scores in registers: ~115 each)
+  static constexpr int kBlockThreads = 256;  // single-CTA kernel: 8 warps, 2 tokens each at T = 16
   static constexpr int kBlockMaxTokens = 16; // above this, the multi-CTA path (with workspace)
   static constexpr int kMultiThreads = 256;  // multi-CTA kernel: one warp per token
   static constexpr int kMaxTokens = 128;     // token bitmasks of 4 words per expert

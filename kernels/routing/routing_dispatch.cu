@@ -7,10 +7,19 @@ namespace moefin::routing {
 
 namespace {
 
+// Masks (block kernel only), offsets, scan, and num_experts staged scores per warp.
 std::size_t block_smem(RoutingParams const& p, int threads, bool with_masks) {
   std::size_t const L = static_cast<std::size_t>(p.num_local_experts);
+  std::size_t const E = static_cast<std::size_t>(p.num_experts);
   return (with_masks ? L * kMaskWords * 4 : 0) + (L + 1) * 4 +
-         static_cast<std::size_t>(threads) * 4;
+         static_cast<std::size_t>(threads) * 4 + static_cast<std::size_t>(threads / 32) * E * 4;
+}
+
+template <class... KArgs>
+void prepare(void (*kernel)(KArgs...), std::size_t smem, PdlKnobs const& knobs) {
+  set_shared_carveout(kernel, knobs.max_shared_carveout);
+  MOEFIN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(smem)));
 }
 
 Trigger const kRoutingDefault = Trigger::kAfterWait;
@@ -63,6 +72,7 @@ void run(RoutingParams const& p, PdlKnobs const& knobs, Workspace const& ws, Str
   PdlDevice const k = pdl_device(knobs, kRoutingDefault);
   if (!uses_multi_cta(p, ws)) {
     std::size_t const smem = block_smem(p, Policy::kBlockThreads, true);
+    prepare(routing_block_kernel, smem, knobs);
     launch_kernel(routing_block_kernel, dim3(1), dim3(Policy::kBlockThreads), smem, stream,
                   knobs.pdl, p, k);
     return;
@@ -73,6 +83,7 @@ void run(RoutingParams const& p, PdlKnobs const& knobs, Workspace const& ws, Str
   auto* masks = static_cast<std::uint32_t*>(ws.ptr);
   std::uint32_t* ticket = masks + p.num_local_experts * kMaskWords;
   std::size_t const smem = block_smem(p, Policy::kMultiThreads, false);
+  prepare(routing_multi_kernel, smem, knobs);
   launch_kernel(routing_multi_kernel, dim3(static_cast<unsigned>(num_ctas(p, ws))),
                 dim3(Policy::kMultiThreads), smem, stream, knobs.pdl, p, k, masks, ticket);
 }

@@ -46,18 +46,19 @@ __device__ __forceinline__ float warp_sum(float v) {
 }
 
 /// Top-K of token t by the calling warp: writes expert ids and weights and sets the token's bit
-/// in the masks of its local experts. Each lane holds its experts' scores (lane + 32 j) in
-/// registers: K passes over them cost no memory round trips.
-__device__ void select_token(RoutingParams const& p, std::int64_t t, std::uint32_t* masks) {
+/// in the masks of its local experts. The token's scores are staged once in `v` (the warp's
+/// num_experts floats of shared memory): K passes over them cost no global round trips.
+__device__ void select_token(RoutingParams const& p, std::int64_t t, std::uint32_t* masks,
+                             float* v) {
   constexpr int kPerLane = Policy::kMaxExperts / 32;
   int const lane = threadIdx.x & 31;
   int const E = static_cast<int>(p.num_experts);
   int const K = static_cast<int>(p.top_k);
   float const* s = p.scores + t * p.num_experts;
-  float v[kPerLane];
-#pragma unroll
-  for (int j = 0; j < kPerLane; ++j)
-    v[j] = lane + 32 * j < E ? s[lane + 32 * j] : -INFINITY;
+  __syncwarp(); // the warp's previous token is done with v
+  for (int x = lane; x < E; x += 32)
+    v[x] = s[x];
+  __syncwarp();
   std::uint32_t taken = 0; // bit j: expert lane + 32 j already selected
   Candidate mine{-INFINITY, -1};
   float top = 0.0f;
@@ -65,9 +66,12 @@ __device__ void select_token(RoutingParams const& p, std::int64_t t, std::uint32
     Candidate best{-INFINITY, 0x7fffffff};
 #pragma unroll
     for (int j = 0; j < kPerLane; ++j) {
-      Candidate const c{v[j], lane + 32 * j};
-      if (lane + 32 * j < E && !(taken & (1u << j)) && better(c, best))
-        best = c;
+      int const x = lane + 32 * j;
+      if (x < E && !(taken & (1u << j))) {
+        Candidate const c{v[x], x};
+        if (better(c, best))
+          best = c;
+      }
     }
     best = warp_best(best);
     if ((best.id & 31) == lane)
@@ -82,7 +86,7 @@ __device__ void select_token(RoutingParams const& p, std::int64_t t, std::uint32
 #pragma unroll
   for (int j = 0; j < kPerLane; ++j)
     if (lane + 32 * j < E)
-      all += expf(v[j] - top);
+      all += expf(v[lane + 32 * j] - top);
   all = warp_sum(all);
   float const e_mine = lane < K ? expf(mine.score - top) : 0.0f;
   float const sel = warp_sum(e_mine);
@@ -190,7 +194,8 @@ __device__ void build_layout(RoutingParams const& p, std::uint32_t const* masks,
   }
 }
 
-/// Single CTA: every token, then the layout. Dynamic shared memory: masks, offsets, scan.
+/// Single CTA: every token, then the layout. Dynamic shared memory: masks, offsets, scan, each
+/// warp's staged scores.
 __global__ void __launch_bounds__(Policy::kBlockThreads)
     routing_block_kernel(RoutingParams p, PdlDevice k) {
   extern __shared__ std::uint32_t smem[];
@@ -198,6 +203,7 @@ __global__ void __launch_bounds__(Policy::kBlockThreads)
   std::uint32_t* masks = smem;
   auto* offs = reinterpret_cast<std::int32_t*>(masks + L * kMaskWords);
   std::int32_t* part = offs + L + 1;
+  float* scores = reinterpret_cast<float*>(part + blockDim.x) + (threadIdx.x / 32) * p.num_experts;
   pdl_enter(k);
   pdl_wait_point(k);
   for (int i = threadIdx.x; i < L * kMaskWords; i += blockDim.x)
@@ -205,7 +211,7 @@ __global__ void __launch_bounds__(Policy::kBlockThreads)
   __syncthreads();
   int const warps = blockDim.x / 32;
   for (std::int64_t t = threadIdx.x / 32; t < p.num_tokens; t += warps)
-    select_token(p, t, masks);
+    select_token(p, t, masks, scores);
   __syncthreads();
   build_layout<false>(p, masks, offs, part);
   pdl_exit(k);
@@ -219,13 +225,14 @@ __global__ void routing_multi_kernel(RoutingParams p, PdlDevice k, std::uint32_t
   int const L = static_cast<int>(p.num_local_experts);
   std::int32_t* offs = smem_i;
   std::int32_t* part = offs + L + 1;
+  float* scores = reinterpret_cast<float*>(part + blockDim.x) + (threadIdx.x / 32) * p.num_experts;
   __shared__ bool last;
   pdl_enter(k);
   pdl_wait_point(k);
   std::int64_t const t =
       static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   if (t < p.num_tokens)
-    select_token(p, t, masks);
+    select_token(p, t, masks, scores);
   __threadfence(); // this CTA's ids, weights and mask bits before its ticket
   __syncthreads();
   if (threadIdx.x == 0) {
