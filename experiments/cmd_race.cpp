@@ -25,21 +25,17 @@ namespace {
 
 /// Summary lines under the matrix: the benchmark cells, the presets that must not race, and the
 /// verifier against what was seen. Returns the cells with a race seen in a chain it orders.
-std::size_t print_summary(h5::Table const& t, std::ostream& os) {
+std::size_t print_summary(h5::Table const& t, h5::Provenance const& root, std::ostream& os) {
   std::int64_t bench_mis = 0, bench_it = 0;
   std::map<std::string, std::pair<std::int64_t, std::int64_t>> preset_own; // mismatch, stale
   std::map<std::string, std::int64_t> preset_iters;
-  for (std::size_t i = 0; i < t.rows; ++i) {
-    std::string const trig = t.strings.at("triggers")[i];
-    bool const early = trig == "permute=entry,gemm1=entry,act=entry,gemm2=entry";
-    if (early && t.strings.at("meta")[i] == "before" &&
-        t.strings.at("delayed_kernel")[i] == "routing" && t.ints.at("delay_ns")[i] >= 20000) {
+  for (std::size_t i = 0; i < t.rows; ++i)
+    if (race::is_benchmark(race::row_config(t, i, root))) {
       bench_mis += t.ints.at("mismatches")[i];
       bench_it += t.ints.at("iterations")[i];
     }
-  }
   os << "benchmark cells (permute, gemm1, act, gemm2 trigger at entry; metadata before the wait; "
-        ">= 20 us delay in routing): "
+        ">= 20 us delay in routing between its trigger and its writes): "
      << bench_mis << "/" << bench_it << " iterations mismatch";
   if (bench_it)
     os << " (" << std::fixed << std::setprecision(1) << 100.0 * bench_mis / bench_it
@@ -110,7 +106,7 @@ int race(cli::Args const& args) {
     auto t = reader.read_table("race_matrix");
     std::size_t const computed = race::fill_verdicts(t, reader.provenance());
     chain_tables::print_race_matrix(t, std::cout);
-    print_summary(t, std::cout);
+    print_summary(t, reader.provenance(), std::cout);
     if (computed)
       std::cout << "(" << computed << " verdicts computed from the rows: the file was written "
                 << "before moefin race recorded them)\n";
@@ -249,7 +245,7 @@ int race(cli::Args const& args) {
   race::fill_verdicts(t, reader.provenance()); // rows of a resumed file that predates the column
   chain_tables::print_race_matrix(t, std::cout);
   // A race in a chain the verifier orders is a failed check (of the verifier or of the mapping).
-  return print_summary(t, std::cout) == 0 ? kExitOk : kExitFailure;
+  return print_summary(t, reader.provenance(), std::cout) == 0 ? kExitOk : kExitFailure;
 #else
   throw DeviceError("race needs a CUDA build (this moefin was built without CUDA)");
 #endif

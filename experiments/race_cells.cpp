@@ -109,16 +109,22 @@ std::vector<Cell> cells(Axes const& axes) {
             c.delayed_kernel = delay == 0 ? "none" : chain::kernel_name(dk);
             c.key = std::string(chain::preset_name(p)) + "," + short_triggers(c.cfg) +
                     ",meta=" + meta + ",d=" + std::to_string(delay) + "@" + c.delayed_kernel;
-            bool early = true;
-            for (Kernel k : chain::kBetweenKernels)
-              early = early && c.cfg.trigger(k) == Trigger::kEntry;
-            c.benchmark =
-                early && c.cfg.metadata_before_wait && dk == Kernel::kRouting && delay >= 20000;
+            c.benchmark = is_benchmark(c.cfg);
             out.push_back(std::move(c));
           }
         }
   }
   return out;
+}
+
+bool is_benchmark(chain::ChainConfig const& cfg) {
+  bool early = true;
+  for (Kernel k : chain::kBetweenKernels)
+    early = early && cfg.trigger(k) == Trigger::kEntry;
+  Trigger const routing = cfg.trigger(Kernel::kRouting);
+  bool const before_writes = routing == Trigger::kEntry || routing == Trigger::kAfterWait;
+  return early && before_writes && cfg.metadata_before_wait &&
+         cfg.at(Kernel::kRouting).delay_ns >= 20000;
 }
 
 std::string planned_finalize_variant(chain::LayerShape const& shape, std::int64_t tokens,

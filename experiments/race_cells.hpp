@@ -18,10 +18,8 @@ struct Cell {
   std::int64_t delay_ns = 0;
   std::string delayed_kernel; // kernel name, "none" without delay
   std::string key;            // unique row key of the table
-  /// Every kernel between routing and finalize triggers at entry (before its wait), finalize
-  /// reads metadata before its wait and routing is delayed by >= 20 us: the cell that must race.
-  bool benchmark = false;
-  bool own = false; // the preset's own placements (first trigger variant)
+  bool benchmark = false;     // is_benchmark(cfg): the cell that must race
+  bool own = false;           // the preset's own placements (first trigger variant)
 };
 
 struct Axes {
@@ -40,6 +38,12 @@ struct Axes {
 std::vector<chain::ChainConfig> trigger_variants(chain::ChainConfig const& base, bool full);
 
 std::vector<Cell> cells(Axes const& axes);
+
+/// The cell that must race: every kernel between routing and finalize triggers at entry (before
+/// its wait), finalize reads metadata before its wait, and routing is delayed by >= 20 us between
+/// its trigger and its writes (it triggers at entry or after its wait; a routing that triggers
+/// after its writes or at exit keeps every later kernel from starting until it has written).
+bool is_benchmark(chain::ChainConfig const& cfg);
 
 /// The finalize variant finalize::select picks in ChainRunner for `cfg` on (shape, T), without a
 /// GPU (ChainRunner::finalize_variant is the same choice on the device buffers).
