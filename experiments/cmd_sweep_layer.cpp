@@ -11,6 +11,7 @@
 #include "experiments/progress.hpp"
 #include "kernels/chain/chain.hpp"
 
+#include <algorithm>
 #include <array>
 #include <iostream>
 
@@ -27,8 +28,10 @@ int sweep_layer(cli::Args const& args) {
       "layers", po::value<int>()->default_value(16),
       "layers per CUDA graph (each on its own routing), 1..4096")(
       "tile-m", po::value<std::int64_t>()->default_value(16), "GEMM row tile")(
-      "stamps", "after the timed rounds, replay each configuration's graph once more with "
-                "per-CTA stamps and store its last layer's timeline (groups timeline_layer_N)")(
+      "stamps", po::value<std::string>()->implicit_value("all"),
+      "--stamps[=T,..]: after the timed rounds, replay the graph of each configuration (of these "
+      "token counts; all when none are given) once more with per-CTA stamps and store its last "
+      "layer's timeline (groups timeline_layer_N)")(
       "published", po::value<std::string>()->default_value(chain_tables::default_published_dir()),
       "folder of whole_op_speedup.csv and pdl_ordering_speedup.csv")(
       "print", po::value<std::string>(), "print the tables of FILE's /layer_sweep and exit");
@@ -38,7 +41,7 @@ int sweep_layer(cli::Args const& args) {
   po::variables_map vm;
   if (!cli::parse("sweep layer",
                   "[--shapes S] [--tokens T] [--rounds N] [--layers N] [--ctas-per-sm N] "
-                  "[--carveout C] [--stamps] [--print FILE] [--out FILE]",
+                  "[--carveout C] [--stamps[=T,..]] [--print FILE] [--out FILE]",
                   desc, args, vm))
     return kExitOk;
   std::string const published = vm["published"].as<std::string>();
@@ -54,7 +57,12 @@ int sweep_layer(cli::Args const& args) {
   int const layers = vm["layers"].as<int>();
   cli::check_range("--layers", layers, 1, 4096);
   std::int64_t const tile_m = vm["tile-m"].as<std::int64_t>();
-  bool const stamps = vm.count("stamps") > 0;
+  // Token counts whose configurations get a stamped replay.
+  std::vector<std::int64_t> stamp_tokens;
+  if (vm.count("stamps"))
+    stamp_tokens = vm["stamps"].as<std::string>() == "all"
+                       ? tokens
+                       : cli::parse_int_list("--stamps", vm["stamps"].as<std::string>(), 1, 128);
   chain_run::Residency const residency = chain_run::read_residency_options(vm);
   for (auto const& s : shapes)
     for (auto T : tokens)
@@ -109,6 +117,8 @@ int sweep_layer(cli::Args const& args) {
       ro.tokens = T;
       ro.tile_m = tile_m;
       ro.iterations = layers;
+      bool const stamps =
+          std::find(stamp_tokens.begin(), stamp_tokens.end(), T) != stamp_tokens.end();
       ro.stamps = stamps;
       chain_run::apply(residency, ro);
       ro.hidden_seed = Rng::mix(chain::weight_seed(seed, shape), 3);

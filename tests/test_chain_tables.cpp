@@ -198,6 +198,12 @@ BOOST_AUTO_TEST_CASE(bad_command_lines_exit_2_naming_the_flag) {
   auto const e = run("sweep layer --shapes top-9");
   BOOST_TEST(e.status == 2, e.out);
   BOOST_TEST(contains(e.out, "--shapes"), e.out);
+  auto const g = run("sweep layer --stamps=1,200");
+  BOOST_TEST(g.status == 2, g.out);
+  BOOST_TEST(contains(g.out, "--stamps"), g.out);
+  auto const h = run("sweep layer --carveout most");
+  BOOST_TEST(h.status == 2, h.out);
+  BOOST_TEST(contains(h.out, "--carveout"), h.out);
   auto const f = run("equivalence --print /nonexistent/eq.h5");
   BOOST_TEST(f.status == 1, f.out);
   BOOST_TEST(contains(f.out, "/nonexistent/eq.h5"), f.out);

@@ -8,19 +8,18 @@
 #   equivalence_bench.h5 seed-after and safe, 2,000 routings x T {1,2,4,8,16} per shape, with and
 #                        without 25 us of delay in routing (10,000 routings per shape and setting)
 #   race.h5              moefin race, defaults, with timelines (--stamps)
-#   layer_sweep.h5       moefin sweep layer, defaults
-#   layer_timelines.h5   moefin sweep layer --stamps on top-8 and top-16 at T = 1 and 8 (per-CTA
-#                        timelines of each configuration's last layer)
+#   layer_sweep.h5       moefin sweep layer --stamps=1,8,32 (defaults, and the per-CTA timelines of
+#                        each configuration's last layer at T = 1, 8 and 32)
 #   sanitizer.txt        compute-sanitizer memcheck/racecheck/synccheck/initcheck summaries
 # Budget: CHAIN_BUDGET_S seconds (default 540) for the whole call; a phase that does not fit is
 # left for the next call, and an interrupted moefin run is resumed (rows are flushed one by one).
-# CHAIN_PHASES selects phases (default: build test equiv bench race sweep timelines sanitize).
+# CHAIN_PHASES selects phases (default: build test equiv bench race sweep sanitize).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-out/chain}
 prev=${CHAIN_RESUME_DIR:-out/chain-prev}
 budget=${CHAIN_BUDGET_S:-540}
-phases=${CHAIN_PHASES:-build test equiv bench race sweep timelines sanitize}
+phases=${CHAIN_PHASES:-build test equiv bench race sweep sanitize}
 mkdir -p "$out"
 log=$out/chain_log.txt
 if [[ -d $prev ]]; then
@@ -95,13 +94,8 @@ for phase in $phases; do
     rc=$?; ((rc == 0)) && mark_done race
     ;;
   sweep)
-    moefin_run sweep 90 "$out/layer_sweep.h5" sweep layer
+    moefin_run sweep 90 "$out/layer_sweep.h5" sweep layer --stamps=1,8,32
     rc=$?; ((rc == 0)) && mark_done sweep
-    ;;
-  timelines)
-    moefin_run timelines 30 "$out/layer_timelines.h5" sweep layer --shapes top-8,top-16 \
-      --tokens 1,8 --rounds 3 --stamps
-    rc=$?; ((rc == 0)) && mark_done timelines
     ;;
   sanitize)
     (($(left) < 150)) && { say "sanitize: left for the next call"; continue; }
