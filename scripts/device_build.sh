@@ -12,6 +12,9 @@ if [[ ! -f $prefix/.unpacked ]]; then
   touch "$prefix/.unpacked"
 fi
 export LD_LIBRARY_PATH=$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# The commit device_prepare.sh recorded, for every result file's git_commit (the tree here may
+# sit in a checkout of another commit).
+[[ -f .deps/git_commit ]] && export MOEFIN_GIT_COMMIT=$(cat .deps/git_commit)
 build=${MOEFIN_BUILD_DIR:-build-device}
 if [[ ! -f $build/CMakeCache.txt ]]; then
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release \
