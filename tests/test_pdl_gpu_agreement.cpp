@@ -77,7 +77,8 @@ void check_chain_matches_probe(pdl::Chain const& c, probe::ProbeChain const& p) 
 
 BOOST_AUTO_TEST_CASE(every_race_seen_in_a_race_matrix_is_a_race_for_the_verifier) {
   std::vector<std::string> const files = race_files();
-  BOOST_TEST_REQUIRE(files.size() >= 3u, "data/h200/*race*.h5: " << files.size() << " files");
+  // The H200 matrices under the largest shared carveout (where races show) and the driver's.
+  BOOST_TEST_REQUIRE(files.size() >= 2u, "data/h200/*race*.h5: " << files.size() << " files");
   std::size_t rows = 0, cells = 0, observed = 0, verifier_races = 0, verifier_ordered = 0;
   for (std::string const& f : files) {
     h5::ResultReader reader(f);
