@@ -258,8 +258,9 @@ void add_residency_options(cli::po::options_description& desc, Residency const& 
       "carveout",
       po::value<std::string>()->default_value(defaults.max_shared_carveout ? "max-shared"
                                                                            : "default"),
-      "shared-memory carveout of the GEMM, permute and activation kernels: max-shared (finalize, "
-      "which needs shared memory, can then start beside them) or default (the driver's)");
+      "shared-memory carveout of the routing, permute, GEMM and activation kernels: max-shared "
+      "(finalize, which needs shared memory, can then start beside them) or default (the "
+      "driver's)");
 }
 
 Residency read_residency_options(cli::po::variables_map const& vm) {

@@ -20,8 +20,8 @@ void run(ActivationParams const& p, PdlKnobs const& knobs, Stream stream) {
   validate(p);
   dim3 const grid(static_cast<unsigned>(num_ctas(p, knobs.ctas_per_sm)));
   PdlDevice const k = pdl_device(knobs, Trigger::kEntry);
-  set_shared_carveout(activation_kernel<Type::kSwiGlu>, knobs.max_shared_carveout);
-  set_shared_carveout(activation_kernel<Type::kRelu2>, knobs.max_shared_carveout);
+  set_shared_memory(activation_kernel<Type::kSwiGlu>, knobs.max_shared_carveout);
+  set_shared_memory(activation_kernel<Type::kRelu2>, knobs.max_shared_carveout);
   if (p.type == Type::kSwiGlu)
     launch_kernel(activation_kernel<Type::kSwiGlu>, grid, dim3(Policy::kThreads), 0, stream,
                   knobs.pdl, p, k);

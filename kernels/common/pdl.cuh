@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 
 namespace moefin {
@@ -65,14 +66,19 @@ inline unsigned resident_grid(std::int64_t work, int per_sm) {
   return static_cast<unsigned>(std::max<std::int64_t>(1, std::min(work, cap)));
 }
 
-/// Asks for the largest shared-memory carveout for `kernel`. An SM changes its L1/shared split
+/// Shared-memory settings of `kernel`, before its launches: the largest shared-memory carveout
+/// or, with `max_shared` false, the driver's default choice; and the dynamic shared memory it
+/// may take (`dynamic_bytes` above 48 KiB needs this opt-in). An SM changes its L1/shared split
 /// only when it is empty, so a kernel that needs shared memory cannot start on an SM still
 /// holding CTAs of a kernel that runs with a smaller carveout (see README, PDL results).
-/// `max_shared` false restores the driver's default choice.
-template <class... KArgs> void set_shared_carveout(void (*kernel)(KArgs...), bool max_shared) {
+template <class... KArgs>
+void set_shared_memory(void (*kernel)(KArgs...), bool max_shared, std::size_t dynamic_bytes = 0) {
   MOEFIN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                          max_shared ? cudaSharedmemCarveoutMaxShared
                                                     : cudaSharedmemCarveoutDefault));
+  if (dynamic_bytes > 0)
+    MOEFIN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(dynamic_bytes)));
 }
 
 /// Launches `kernel` with cudaLaunchKernelEx, PDL attribute on or off, and checks the launch.

@@ -32,9 +32,7 @@ void run(GroupedGemmParams const& p, PdlKnobs const& knobs, Stream stream) {
   PdlDevice const k = pdl_device(knobs, Trigger::kExit);
   std::size_t const smem = Policy::smem_bytes(p.tile_m);
   auto launch = [&](auto kernel) {
-    set_shared_carveout(kernel, knobs.max_shared_carveout);
-    MOEFIN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(smem)));
+    set_shared_memory(kernel, knobs.max_shared_carveout, smem);
     launch_kernel(kernel, grid, dim3(Policy::kThreads), smem, stream, knobs.pdl, p, k);
   };
   switch (p.tile_m) {

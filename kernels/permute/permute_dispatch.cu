@@ -19,7 +19,7 @@ std::int64_t num_ctas(PermuteParams const& p, int ctas_per_sm) {
 
 void run(PermuteParams const& p, PdlKnobs const& knobs, Stream stream) {
   validate(p);
-  set_shared_carveout(permute_kernel, knobs.max_shared_carveout);
+  set_shared_memory(permute_kernel, knobs.max_shared_carveout);
   launch_kernel(permute_kernel, dim3(static_cast<unsigned>(num_ctas(p, knobs.ctas_per_sm))),
                 dim3(Policy::kThreads), 0, stream, knobs.pdl, p,
                 pdl_device(knobs, Trigger::kEntry));

@@ -15,13 +15,6 @@ std::size_t block_smem(RoutingParams const& p, int threads, bool with_masks) {
          static_cast<std::size_t>(threads) * 4 + static_cast<std::size_t>(threads / 32) * E * 4;
 }
 
-template <class... KArgs>
-void prepare(void (*kernel)(KArgs...), std::size_t smem, PdlKnobs const& knobs) {
-  set_shared_carveout(kernel, knobs.max_shared_carveout);
-  MOEFIN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(smem)));
-}
-
 Trigger const kRoutingDefault = Trigger::kAfterWait;
 
 } // namespace
@@ -72,7 +65,7 @@ void run(RoutingParams const& p, PdlKnobs const& knobs, Workspace const& ws, Str
   PdlDevice const k = pdl_device(knobs, kRoutingDefault);
   if (!uses_multi_cta(p, ws)) {
     std::size_t const smem = block_smem(p, Policy::kBlockThreads, true);
-    prepare(routing_block_kernel, smem, knobs);
+    set_shared_memory(routing_block_kernel, knobs.max_shared_carveout, smem);
     launch_kernel(routing_block_kernel, dim3(1), dim3(Policy::kBlockThreads), smem, stream,
                   knobs.pdl, p, k);
     return;
@@ -83,7 +76,7 @@ void run(RoutingParams const& p, PdlKnobs const& knobs, Workspace const& ws, Str
   auto* masks = static_cast<std::uint32_t*>(ws.ptr);
   std::uint32_t* ticket = masks + p.num_local_experts * kMaskWords;
   std::size_t const smem = block_smem(p, Policy::kMultiThreads, false);
-  prepare(routing_multi_kernel, smem, knobs);
+  set_shared_memory(routing_multi_kernel, knobs.max_shared_carveout, smem);
   launch_kernel(routing_multi_kernel, dim3(static_cast<unsigned>(num_ctas(p, ws))),
                 dim3(Policy::kMultiThreads), smem, stream, knobs.pdl, p, k, masks, ticket);
 }
