@@ -82,26 +82,4 @@ void const* expert_weights_of(Routing const& routing, finalize::WeightType weigh
   return nullptr;
 }
 
-char const* weight_type_name(finalize::WeightType w) {
-  switch (w) {
-  case finalize::WeightType::kNone:
-    return "none";
-  case finalize::WeightType::kBf16:
-    return "bf16";
-  case finalize::WeightType::kFp32:
-    return "fp32";
-  }
-  return "?";
-}
-
-bool parse_weight_type(std::string const& s, finalize::WeightType* out) {
-  for (auto w :
-       {finalize::WeightType::kNone, finalize::WeightType::kBf16, finalize::WeightType::kFp32})
-    if (s == weight_type_name(w)) {
-      *out = w;
-      return true;
-    }
-  return false;
-}
-
 } // namespace moefin

@@ -5,7 +5,7 @@
 
 #include "core/bf16.hpp"
 #include "core/layout.hpp"
-#include "kernels/finalize/finalize_params.hpp"
+#include "core/ops/finalize_params.hpp"
 
 #include <cstdint>
 #include <string>
@@ -44,8 +44,5 @@ finalize::FinalizeParams finalize_params(Routing const& routing, RoutingLayout c
 
 /// The routing's weights as finalize reads them: bf16 bits, fp32, or nullptr for kNone.
 void const* expert_weights_of(Routing const& routing, finalize::WeightType weight_type);
-
-char const* weight_type_name(finalize::WeightType w); // "none", "bf16", "fp32"
-bool parse_weight_type(std::string const& s, finalize::WeightType* out);
 
 } // namespace moefin

@@ -2,7 +2,9 @@
 // Running the chain for the experiments: slot comparisons, series of batches, replays of a
 // mismatch with full buffer dumps, and the Kokkos reference of a whole layer.
 
-#include "core/chain_config.hpp"
+#include "core/chain/presets.hpp"
+#include "core/chain/shape.hpp"
+#include "core/chain/verifier_chain.hpp"
 #include "core/cli.hpp"
 #include "core/h5store.hpp"
 #include "kernels/chain/chain.hpp"
@@ -42,9 +44,11 @@ struct Replay {
 Replay replay(chain::LayerWeights const& w, chain::RunnerOptions opt, chain::ChainConfig const& cfg,
               std::uint64_t seed, int attempts);
 
-/// The layer's output for routing `seed` computed by the Kokkos references (routing with
-/// tile 1, so no padding rows; only the experts used are copied from the device).
-std::vector<std::uint16_t> reference_output(chain::LayerWeights const& w, std::int64_t tokens,
+/// The layer's output for routing `seed` computed by the Kokkos references of the plan's kernels,
+/// in the plan's order (routing with tile 1, so no padding rows; only the experts used are
+/// copied from the device).
+std::vector<std::uint16_t> reference_output(chain::LayerPlan const& plan,
+                                            chain::LayerWeights const& w, std::int64_t tokens,
                                             std::uint64_t seed,
                                             std::vector<std::uint16_t> const& hidden);
 

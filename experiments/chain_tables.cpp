@@ -1,6 +1,6 @@
 #include "experiments/chain_tables.hpp"
 
-#include "core/errors.hpp"
+#include "core/ops/errors.hpp"
 
 #include <algorithm>
 #include <filesystem>

@@ -51,8 +51,7 @@ std::vector<h5::Column> check_columns() {
 }
 
 bool needs_128bit(NamedVariant const& v) {
-  return v.options.variant == finalize::Variant::kVecload ||
-         v.options.variant == finalize::Variant::kSmallBatch;
+  return v.entry->needs_128bit_rows;
 }
 
 struct VariantTotals {
@@ -73,13 +72,10 @@ int check_finalize(cli::Args const& args) {
       "routings", cli::po::value(&routings)->default_value("uniform,uniform/ep2,zipf/ep2,hot"),
       "routing distributions; DIST/epN keeps 1/N of the 256 experts local (the rest dropped). "
       "Distributions the routing generator does not implement are skipped with a note")(
-      "variants",
-      cli::po::value(&variants)->default_value("scalar,vecload,small_batch,"
-                                               "small_batch_nosplit,small_batch_late_"
-                                               "trigger,small_batch_meta_after_wait,"
-                                               "deepseek_fp8"),
-      "variants to check")("hidden-pad", cli::po::value(&pad)->default_value(0),
-                           "hidden_padded = hidden + PAD (0..1024)")(
+      "variants", cli::po::value(&variants)->default_value(fin::join(fin::check_variant_names())),
+      "finalize variants to check (any registered one)")("hidden-pad",
+                                                         cli::po::value(&pad)->default_value(0),
+                                                         "hidden_padded = hidden + PAD (0..1024)")(
       "tolerance", cli::po::value(&tolerance)->default_value(fin::kBf16Tolerance, "4e-3"),
       "bf16: max error relative to the output's peak")(
       "max-minutes", cli::po::value(&max_minutes)->default_value(0),
@@ -95,7 +91,7 @@ int check_finalize(cli::Args const& args) {
   cli::check_range("--tolerance", tolerance, 1e-7, 1.0);
   cli::check_range("--max-minutes", max_minutes, 0.0, 1e6);
   auto const shapes = fin::parse_grid(g);
-  auto const vlist = fin::parse_variants("--variants", variants, fin::check_variant_names());
+  auto const vlist = fin::parse_variants("--variants", variants);
   std::vector<fin::RoutingCase> cases;
   for (auto const& rc : fin::parse_routing_cases("--routings", routings)) {
     std::string why;
@@ -122,9 +118,8 @@ int check_finalize(cli::Args const& args) {
                           "max_abs_err / peak (bf16: vs the exact sum; deepseek_fp8: vs the "
                           "reference's E4M3 output dequantized); ulp_max in bf16 or E4M3 steps "
                           "to the rounded reference");
-  bool const any_fp8 = std::any_of(vlist.begin(), vlist.end(), [](auto const& v) {
-    return v.options.variant == finalize::Variant::kDeepseekFp8;
-  });
+  bool const any_fp8 =
+      std::any_of(vlist.begin(), vlist.end(), [](auto const& v) { return v.entry->fp8_output; });
 
   dev::Stream stream;
   RunLimit limit(max_minutes);
@@ -173,7 +168,7 @@ int check_finalize(cli::Args const& args) {
       for (auto const* v : todo) {
         fin::Verdict verdict;
         try {
-          if (v->options.variant == finalize::Variant::kDeepseekFp8) {
+          if (v->entry->fp8_output) {
             auto const out = fin::run_fp8(d, v->options, stream.get());
             verdict = fin::verify_fp8(out.q, out.scales, expected);
           } else {

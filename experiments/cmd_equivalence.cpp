@@ -2,7 +2,7 @@
 // every buffer compared bitwise on the GPU (per-iteration hashes), the output also against the
 // Kokkos reference; --replay SEED localizes a mismatch to a buffer and an index.
 
-#include "core/errors.hpp"
+#include "core/ops/errors.hpp"
 #include "core/rng.hpp"
 #include "experiments/chain_run.hpp"
 #include "experiments/chain_tables.hpp"
@@ -127,7 +127,8 @@ int run_equivalence(EquivOptions const& o, h5::ResultWriter& file, std::uint64_t
             // The last routing of the batch: its output is what the out buffer holds now.
             std::uint64_t const s = seeds.back();
             if (!refs.count(s))
-              refs[s] = chain_run::reference_output(*weights, T, s, runner->hidden_states());
+              refs[s] = chain_run::reference_output(runner->plan(cfg), *weights, T, s,
+                                                    runner->hidden_states());
             auto const bytes = runner->download(chain::Buffer::kOut);
             auto const* gpu = reinterpret_cast<std::uint16_t const*>(bytes.data());
             max_err =
@@ -160,7 +161,7 @@ int run_equivalence(EquivOptions const& o, h5::ResultWriter& file, std::uint64_t
             .set("overrides", o.overrides)
             .set("delay_ns", o.delay_ns)
             .set("delayed_kernel", o.delay_ns ? chain::kernel_name(o.delay_kernel) : "none")
-            .set("finalize", finalize::variant_name(runner->finalize_variant(cfg)))
+            .set("finalize", runner->finalize_variant(cfg).name)
             .set("tile_m", o.tile_m)
             .set("routings", series.routings)
             .set("mismatches", series.mismatches)

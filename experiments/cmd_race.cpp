@@ -4,7 +4,7 @@
 // yet (stale reads). Each row also holds the verdict of the happens-before verifier on the chain
 // the cell ran (chain::verify_cell): a race observed in a chain it orders is a bug of one of them.
 
-#include "core/errors.hpp"
+#include "core/ops/errors.hpp"
 #include "core/pdl/chain.hpp"
 #include "core/rng.hpp"
 #include "experiments/chain_run.hpp"
@@ -82,10 +82,12 @@ int race(cli::Args const& args) {
       "delays", po::value<std::string>()->default_value("0,3000,25000"),
       "injected delays (ns)")("delay-kernels", po::value<std::string>()->default_value("routing"),
                               "kernels that receive the delay (comma-separated)")(
-      "finalize", po::value<std::string>()->default_value("new"), "finalize: new or previous")(
-      "set", po::value<std::string>()->default_value(""),
-      "overrides applied to every cell")("iterations", po::value<int>()->default_value(200),
-                                         "routings per cell (one CUDA graph replay), 2..4096")(
+      "finalize", po::value<std::string>()->default_value("new"),
+      "finalize: new or previous (the dispatch rule with or without small_batch), or a finalize "
+      "variant launched whatever the shape")("set", po::value<std::string>()->default_value(""),
+                                             "overrides applied to every cell")(
+      "iterations", po::value<int>()->default_value(200),
+      "routings per cell (one CUDA graph replay), 2..4096")(
       "tile-m", po::value<std::int64_t>()->default_value(16), "GEMM row tile")(
       "launch", po::value<std::string>()->default_value("graph"),
       "graph: each cell's iterations in one CUDA graph replay; stream: plain stream launches")(
@@ -130,9 +132,10 @@ int race(cli::Args const& args) {
                        "' not one of {routing, permute, gemm1, act, gemm2, finalize}");
     axes.delay_kernels.push_back(kk);
   }
-  std::string const fin = vm["finalize"].as<std::string>();
-  cli::check_choice("--finalize", fin, {"new", "previous"});
-  axes.finalize = fin == "new" ? chain::FinalizeChoice::kNew : chain::FinalizeChoice::kPrevious;
+  chain::ChainConfig choice;
+  chain::apply_overrides(choice, "finalize.variant=" + vm["finalize"].as<std::string>(),
+                         "--finalize");
+  axes.finalize = choice.finalize;
   axes.overrides = vm["set"].as<std::string>();
   chain::LayerShape const shape = chain::parse_shape(vm["shape"].as<std::string>(), "--shape");
   std::int64_t const T = vm["tokens"].as<std::int64_t>();
@@ -145,12 +148,12 @@ int race(cli::Args const& args) {
   cli::check_choice("--launch", launch, {"graph", "stream"});
   if (vm.count("describe")) {
     for (auto const& c : cells) {
-      std::string const variant = race::planned_finalize_variant(shape, T, c.cfg);
+      finalize::FinalizeVariant const& variant = race::planned_finalize_variant(shape, T, c.cfg);
       chain::CellVerdict const v = chain::verify_cell(c.cfg, variant, launch == "graph");
       std::cout << "# " << shape.name << ",T=" << T << "," << c.key
-                << (c.benchmark ? " (benchmark)" : "") << ": finalize " << variant << ", verifier "
-                << pdl::verdict_name(v.chain) << " (" << v.races << " of " << v.pairs
-                << " pairs race)\n"
+                << (c.benchmark ? " (benchmark)" : "") << ": finalize " << variant.name
+                << ", verifier " << pdl::verdict_name(v.chain) << " (" << v.races << " of "
+                << v.pairs << " pairs race)\n"
                 << chain::chain_json(c.cfg, variant, launch == "graph");
     }
     return kExitOk;
@@ -204,11 +207,11 @@ int race(cli::Args const& args) {
         quiet.at(k).delay_ns = 0;
       off[c.meta] = runner.run_batch(quiet, false);
     }
-    std::string const variant = finalize::variant_name(runner.finalize_variant(c.cfg));
-    if (variant != race::planned_finalize_variant(shape, T, c.cfg))
-      throw std::logic_error("race: finalize picked " + variant + " on the device but " +
-                             race::planned_finalize_variant(shape, T, c.cfg) +
-                             " in --describe's prediction for " + key);
+    finalize::FinalizeVariant const& variant = runner.finalize_variant(c.cfg);
+    finalize::FinalizeVariant const& planned = race::planned_finalize_variant(shape, T, c.cfg);
+    if (&variant != &planned)
+      throw std::logic_error("race: finalize picked " + variant.name + " on the device but " +
+                             planned.name + " in --describe's prediction for " + key);
     chain::CellVerdict const verdict = chain::verify_cell(c.cfg, variant, launch == "graph");
     auto const on = runner.run_batch(c.cfg, true);
     chain_run::Series s;
@@ -221,7 +224,7 @@ int race(cli::Args const& args) {
         .set("meta", c.meta)
         .set("delay_ns", c.delay_ns)
         .set("delayed_kernel", c.delayed_kernel)
-        .set("finalize", variant)
+        .set("finalize", variant.name)
         .set("iterations", s.routings)
         .set("mismatches", s.mismatches)
         .set("stale_reads", s.stale)

@@ -5,7 +5,7 @@
 
 #include "experiments/report_runner.hpp"
 
-#include "core/errors.hpp"
+#include "core/ops/errors.hpp"
 #include "experiments/commands.hpp"
 
 #include <spawn.h>

@@ -3,7 +3,7 @@
 // witness schedule, and optionally writes one schedule as a timeline (HDF5, data/README.md).
 // Exit 0 when no schedule showed a hazard, 1 when one did, 2 on bad input.
 
-#include "core/errors.hpp"
+#include "core/ops/errors.hpp"
 #include "core/pdl/chain.hpp"
 #include "core/pdl/simulator.hpp"
 #include "experiments/commands.hpp"

@@ -43,7 +43,7 @@ using fin::Shape;
 struct SweepConfig {
   std::vector<Shape> shapes;
   std::vector<std::string> modes, l2s;
-  std::vector<NamedVariant> variants; // scalar first
+  std::vector<NamedVariant> variants; // baselines first (fin::with_baselines)
   int rounds = 5, launches = 100;
 };
 
@@ -375,7 +375,13 @@ private:
       std::string const key = mode_key(s, mode, l2, nv.name);
       if (us[v].empty() || broken[v] || table.has(key))
         continue;
-      auto const ratio = stats::paired_ratio(us[0], us[v]);
+      int const b = fin::baseline_index(c_.variants, v);
+      if (b < 0 || us[static_cast<std::size_t>(b)].empty()) {
+        note_once(nv.name + " not timed where its baseline could not run (e.g. " +
+                  fin::shape_key(s) + ")");
+        continue;
+      }
+      auto const ratio = stats::paired_ratio(us[static_cast<std::size_t>(b)], us[v]);
       double const med = stats::median(us[v]);
       double const gbps = static_cast<double>(bytes) / (med * 1e3);
       h5::Row row = stats_row(us[v]);
@@ -445,11 +451,8 @@ int sweep_finalize(cli::Args const& args) {
       "modes", cli::po::value(&modes)->default_value("a,b,c"),
       "a: back-to-back, PDL on; b: producer then finalize, PDL on; c: back-to-back, PDL off")(
       "l2", cli::po::value(&l2)->default_value("hot"), "L2 state: hot, cold (or hot,cold)")(
-      "variants",
-      cli::po::value(&variants)->default_value("scalar,vecload,small_batch,small_batch_nosplit,"
-                                               "small_batch_late_trigger,small_batch_meta_"
-                                               "after_wait"),
-      "variants timed in the same rounds (scalar is always added: it is the baseline)")(
+      "variants", cli::po::value(&variants)->default_value(fin::join(fin::sweep_variant_names())),
+      "finalize variants timed in the same rounds (each one's baseline, e.g. scalar, is added)")(
       "rounds", cli::po::value(&rounds)->default_value(5),
       "interleaved rounds, 3..1000")("launches", cli::po::value(&launches)->default_value(100),
                                      "launches per CUDA graph, 1..10000")(
@@ -483,11 +486,7 @@ int sweep_finalize(cli::Args const& args) {
   c.shapes = fin::parse_grid(g);
   c.modes = fin::parse_choices("--modes", modes, {"a", "b", "c"});
   c.l2s = fin::parse_choices("--l2", l2, {"hot", "cold"});
-  c.variants = fin::parse_variants("--variants", variants, fin::sweep_variant_names());
-  c.variants.erase(std::remove_if(c.variants.begin(), c.variants.end(),
-                                  [](auto const& v) { return v.name == "scalar"; }),
-                   c.variants.end());
-  c.variants.insert(c.variants.begin(), {"scalar", fin::variant_options("scalar")});
+  c.variants = fin::with_baselines(fin::parse_variants("--variants", variants, true));
   c.rounds = rounds;
   c.launches = launches;
 

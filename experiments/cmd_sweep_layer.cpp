@@ -2,7 +2,7 @@
 // rounds, medians) for the seed's shapes: new vs previous finalize, seed-after vs seed-before
 // placements; prints the seed-format tables beside the published ones.
 
-#include "core/errors.hpp"
+#include "core/ops/errors.hpp"
 #include "core/rng.hpp"
 #include "core/stats.hpp"
 #include "experiments/chain_run.hpp"
@@ -84,13 +84,12 @@ int sweep_layer(cli::Args const& args) {
     chain::Preset placement;
   };
   std::array<Config, 4> const configs = {
-      Config{chain::FinalizeChoice::kNew, chain::Preset::kSeedAfter},
-      Config{chain::FinalizeChoice::kPrevious, chain::Preset::kSeedAfter},
-      Config{chain::FinalizeChoice::kNew, chain::Preset::kSeedBefore},
-      Config{chain::FinalizeChoice::kPrevious, chain::Preset::kSeedBefore}};
+      Config{chain::FinalizeChoice::dispatch_new(), chain::Preset::kSeedAfter},
+      Config{chain::FinalizeChoice::dispatch_previous(), chain::Preset::kSeedAfter},
+      Config{chain::FinalizeChoice::dispatch_new(), chain::Preset::kSeedBefore},
+      Config{chain::FinalizeChoice::dispatch_previous(), chain::Preset::kSeedBefore}};
   auto key_of = [](chain::LayerShape const& s, std::int64_t T, Config const& c) {
-    return "shape=" + s.name + ",T=" + std::to_string(T) +
-           ",finalize=" + chain::finalize_choice_name(c.fin) +
+    return "shape=" + s.name + ",T=" + std::to_string(T) + ",finalize=" + c.fin.name() +
            ",placement=" + chain::preset_name(c.placement);
   };
   // Numbered on from the timelines a resumed file already holds.
@@ -144,7 +143,7 @@ int sweep_layer(cli::Args const& args) {
         auto const s = stats::summarize(t[c]);
         // Partner rows: same placement other finalize (c ^ 1), same finalize other placement (c ^
         // 2).
-        bool const is_new = configs[c].fin == chain::FinalizeChoice::kNew;
+        bool const is_new = !configs[c].fin.previous;
         bool const is_after = configs[c].placement == chain::Preset::kSeedAfter;
         stats::RatioEstimate one{1.0, 1.0, 1.0, t[c].size()};
         auto const rf = is_new ? stats::paired_ratio(t[c ^ 1], t[c]) : one;
@@ -155,11 +154,11 @@ int sweep_layer(cli::Args const& args) {
             .set("I", shape.inter)
             .set("E", shape.experts)
             .set("K", shape.top_k)
-            .set("activation", chain::activation_name(shape.act))
+            .set("activation", activation::type_name(shape.act))
             .set("T", T)
-            .set("finalize", chain::finalize_choice_name(configs[c].fin))
+            .set("finalize", configs[c].fin.name())
             .set("placement", chain::preset_name(configs[c].placement))
-            .set("finalize_kernel", finalize::variant_name(runner.finalize_variant(cfgs[c])))
+            .set("finalize_kernel", runner.finalize_variant(cfgs[c]).name)
             .set("tile_m", tile_m)
             .set("layers", layers)
             .set("median_us", s.median)

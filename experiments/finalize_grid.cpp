@@ -1,8 +1,8 @@
 #include "experiments/finalize_grid.hpp"
 
 #include "core/cli.hpp"
-#include "core/errors.hpp"
 #include "core/finalize_inputs.hpp"
+#include "core/ops/errors.hpp"
 #include "kernels/finalize/finalize_policy.hpp"
 
 #include <algorithm>
@@ -11,50 +11,30 @@
 namespace moefin::fin {
 
 using finalize::Options;
-using finalize::Variant;
 using finalize::WeightType;
 
-std::vector<std::string> const& sweep_variant_names() {
-  static std::vector<std::string> const names{"scalar",
-                                              "vecload",
-                                              "small_batch",
-                                              "small_batch_nosplit",
-                                              "small_batch_late_trigger",
-                                              "small_batch_meta_after_wait"};
-  return names;
+namespace {
+
+std::vector<std::string> names_of(unsigned list) {
+  std::vector<std::string> out;
+  for (auto const* v : finalize::variants(list))
+    out.push_back(v->name);
+  return out;
 }
 
-std::vector<std::string> const& check_variant_names() {
-  static std::vector<std::string> const names = [] {
-    auto n = sweep_variant_names();
-    n.push_back("deepseek_fp8");
-    return n;
-  }();
-  return names;
+} // namespace
+
+std::vector<std::string> sweep_variant_names() {
+  return names_of(finalize::kListSweep);
+}
+
+std::vector<std::string> check_variant_names() {
+  return names_of(finalize::kListCheck);
 }
 
 Options variant_options(std::string const& name, std::string const& flag) {
   Options o;
-  if (name == "scalar") {
-    o.variant = Variant::kScalar;
-  } else if (name == "vecload") {
-    o.variant = Variant::kVecload;
-  } else if (name == "small_batch") {
-    o.variant = Variant::kSmallBatch;
-  } else if (name == "small_batch_nosplit") {
-    o.variant = Variant::kSmallBatch;
-    o.split_topk = false;
-  } else if (name == "small_batch_late_trigger") {
-    o.variant = Variant::kSmallBatch;
-    o.pdl.trigger = Trigger::kExit; // the seed triggers at entry; this waits for the CTAs' exit
-  } else if (name == "small_batch_meta_after_wait") {
-    o.variant = Variant::kSmallBatch;
-    o.metadata_before_wait = false;
-  } else if (name == "deepseek_fp8") {
-    o.variant = Variant::kDeepseekFp8;
-  } else {
-    cli::check_choice(flag, name, check_variant_names());
-  }
+  o.variant = &finalize::variant(name, flag);
   return o;
 }
 
@@ -78,12 +58,47 @@ std::vector<std::string> parse_choices(std::string const& flag, std::string cons
 }
 
 std::vector<NamedVariant> parse_variants(std::string const& flag, std::string const& text,
-                                         std::vector<std::string> const& allowed) {
+                                         bool bf16_only) {
   std::vector<NamedVariant> out;
-  for (auto const& n : parse_choices(flag, text, allowed))
+  for (auto const& n : split_names(flag, text)) {
+    Options const o = variant_options(n, flag);
+    if (bf16_only && o.variant->fp8_output)
+      throw InputError(flag + ": '" + n + "' writes E4M3 outputs; this experiment times bf16 ones");
     if (std::none_of(out.begin(), out.end(), [&](auto const& v) { return v.name == n; }))
-      out.push_back({n, variant_options(n, flag)});
+      out.push_back({n, o.variant, o});
+  }
   return out;
+}
+
+std::vector<NamedVariant> with_baselines(std::vector<NamedVariant> variants) {
+  std::vector<NamedVariant> out;
+  auto has = [&](std::string const& n) {
+    return std::any_of(out.begin(), out.end(), [&](auto const& v) { return v.name == n; });
+  };
+  for (auto const& v : variants) {
+    auto const& b = finalize::baseline_of(*v.entry);
+    if (!has(b.name))
+      out.push_back({b.name, &b, variant_options(b.name)});
+  }
+  for (auto& v : variants)
+    if (!has(v.name))
+      out.push_back(std::move(v));
+  return out;
+}
+
+int baseline_index(std::vector<NamedVariant> const& variants, std::size_t i) {
+  auto const& b = finalize::baseline_of(*variants.at(i).entry);
+  for (std::size_t j = 0; j < variants.size(); ++j)
+    if (variants[j].entry == &b)
+      return static_cast<int>(j);
+  return -1;
+}
+
+std::string join(std::vector<std::string> const& names) {
+  std::string s;
+  for (auto const& n : names)
+    s += (s.empty() ? "" : ",") + n;
+  return s;
 }
 
 std::vector<std::int64_t> const& grid_hidden() {
@@ -159,7 +174,7 @@ finalize::FinalizeParams shape_params(Shape const& s, std::int64_t hidden_padded
 std::string dispatch_name(Shape const& s, int budget) {
   Options o;
   o.cta_budget = budget;
-  return finalize::variant_name(finalize::select(shape_params(s), o));
+  return finalize::select(shape_params(s), o).name;
 }
 
 std::vector<Shape> parse_grid(GridFlags const& f) {

@@ -11,22 +11,31 @@
 
 namespace moefin::fin {
 
-/// A configuration of finalize::Options under the name it has in result files.
+/// A finalize variant (a registry entry, core/ops/finalize_variants.hpp) and the Options that
+/// launch it, under the name it has in result files.
 struct NamedVariant {
   std::string name;
-  finalize::Options options;
+  finalize::FinalizeVariant const* entry = nullptr;
+  finalize::Options options; // options.variant == entry
 };
 
-/// scalar, vecload, small_batch and the ablations small_batch_nosplit,
-/// small_batch_late_trigger, small_batch_meta_after_wait: what the sweep times.
-std::vector<std::string> const& sweep_variant_names();
-/// The sweep's variants plus deepseek_fp8: what the check verifies.
-std::vector<std::string> const& check_variant_names();
-/// Options of a variant name; InputError naming `flag` for an unknown one.
+/// The registry's default lists: what the sweep times (kListSweep) and the check verifies
+/// (kListCheck), in list order.
+std::vector<std::string> sweep_variant_names();
+std::vector<std::string> check_variant_names();
+/// Options that launch the variant `name`; InputError naming `flag` for an unknown one.
 finalize::Options variant_options(std::string const& name, std::string const& flag = "--variants");
-/// "a,b" -> variants, each checked against `allowed`.
+/// "a,b" -> variants (duplicates dropped), each a registered one; with `bf16_only` variants with
+/// an E4M3 output (fp8_output) are refused.
 std::vector<NamedVariant> parse_variants(std::string const& flag, std::string const& text,
-                                         std::vector<std::string> const& allowed);
+                                         bool bf16_only = false);
+/// `variants` with the baseline of each (FinalizeVariant::baseline) in front where it is
+/// missing, baselines first: what a timing needs to compute every ratio in the same rounds.
+std::vector<NamedVariant> with_baselines(std::vector<NamedVariant> variants);
+/// Index in `variants` of the baseline of variants[i] (i itself for a baseline); -1 if absent.
+int baseline_index(std::vector<NamedVariant> const& variants, std::size_t i);
+/// "a,b,c".
+std::string join(std::vector<std::string> const& names);
 
 /// The seed's grid.
 std::vector<std::int64_t> const& grid_hidden(); // 1024 ... 7168

@@ -2,8 +2,8 @@
 
 #include "core/bf16.hpp"
 #include "core/cli.hpp"
-#include "core/errors.hpp"
 #include "core/finalize_inputs.hpp"
+#include "core/ops/errors.hpp"
 #include "core/rng.hpp"
 #include "kernels/finalize/finalize_policy.hpp"
 

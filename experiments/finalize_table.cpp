@@ -1,6 +1,7 @@
 #include "experiments/finalize_table.hpp"
 
-#include "core/errors.hpp"
+#include "core/ops/errors.hpp"
+#include "core/ops/finalize_variants.hpp"
 #include "core/stats.hpp"
 
 #include <algorithm>
@@ -369,11 +370,27 @@ void t1_table(std::ostringstream& os, std::vector<SweepRow> const& rows,
   os << t.render();
 }
 
+/// The columns of the ablation tables: every variant of the rows that has a baseline (so a
+/// speedup over it), in registry order, then names the registry does not know; not the
+/// baselines themselves and not the peers.
+std::vector<std::string> ablation_variants(std::vector<SweepRow> const& rows) {
+  std::set<std::string> names;
+  for (auto const& r : rows)
+    if (!is_peer(r.variant))
+      names.insert(r.variant);
+  std::vector<std::string> out;
+  for (auto const* v : finalize::variants())
+    if (names.count(v->name) && !v->baseline.empty())
+      out.push_back(v->name);
+  for (auto const& n : names)
+    if (!finalize::find_variant(n))
+      out.push_back(n);
+  return out;
+}
+
 void ablation_tables(std::ostringstream& os, std::vector<SweepRow> const& rows,
                      std::vector<std::string> const& archs) {
-  std::vector<std::string> const variants{"small_batch", "small_batch_nosplit",
-                                          "small_batch_late_trigger", "small_batch_meta_after_wait",
-                                          "vecload"};
+  std::vector<std::string> const variants = ablation_variants(rows);
   for (auto const& a : archs)
     for (std::string const mode : {"a", "b", "c"}) {
       std::map<std::string, std::map<std::int64_t, std::vector<double>>> sp;

@@ -1,6 +1,6 @@
 #include "experiments/race_cells.hpp"
 
-#include "core/errors.hpp"
+#include "core/ops/errors.hpp"
 #include "kernels/finalize/finalize.hpp"
 
 #include <set>
@@ -12,8 +12,6 @@ using chain::Kernel;
 
 namespace {
 
-constexpr Trigger kGemmPlacements[] = {Trigger::kExit, Trigger::kEntry, Trigger::kAfterWait,
-                                       Trigger::kAfterWrites};
 constexpr Trigger kEntryOrWait[] = {Trigger::kEntry, Trigger::kAfterWait};
 
 char const* short_name(Trigger t) {
@@ -51,9 +49,9 @@ std::vector<chain::ChainConfig> trigger_variants(chain::ChainConfig const& base,
   add(base);
   if (full) {
     for (Trigger p : kEntryOrWait)
-      for (Trigger g1 : kGemmPlacements)
+      for (Trigger g1 : kPlacements)
         for (Trigger a : kEntryOrWait)
-          for (Trigger g2 : kGemmPlacements) {
+          for (Trigger g2 : kPlacements) {
             chain::ChainConfig c = base;
             c.at(Kernel::kPermute).trigger = p;
             c.at(Kernel::kGemm1).trigger = g1;
@@ -64,7 +62,7 @@ std::vector<chain::ChainConfig> trigger_variants(chain::ChainConfig const& base,
     return out;
   }
   for (Kernel k : {Kernel::kGemm1, Kernel::kGemm2})
-    for (Trigger t : kGemmPlacements) {
+    for (Trigger t : kPlacements) {
       chain::ChainConfig c = base;
       c.at(k).trigger = t;
       add(c);
@@ -127,22 +125,18 @@ bool is_benchmark(chain::ChainConfig const& cfg) {
          cfg.at(Kernel::kRouting).delay_ns >= 20000;
 }
 
-std::string planned_finalize_variant(chain::LayerShape const& shape, std::int64_t tokens,
-                                     chain::ChainConfig const& cfg) {
-  // select() reads the pointers only for their 16-byte alignment, which cudaMalloc always gives.
-  alignas(16) static std::uint16_t device_like[8];
-  finalize::FinalizeParams p;
-  p.gemm_out = device_like;
-  p.out = device_like;
-  p.num_tokens = tokens;
-  p.hidden = shape.hidden;
-  p.hidden_padded = shape.hidden;
-  p.top_k = shape.top_k;
-  p.weight_type = finalize::WeightType::kBf16;
+finalize::FinalizeVariant const& planned_finalize_variant(chain::LayerShape const& shape,
+                                                          std::int64_t tokens,
+                                                          chain::ChainConfig const& cfg) {
+  finalize::ShapeQuery q; // the chain's buffers come from cudaMalloc: 16-byte aligned rows
+  q.hidden = shape.hidden;
+  q.hidden_padded = shape.hidden;
+  q.tokens = tokens;
+  q.top_k = shape.top_k;
   finalize::Options o;
-  o.allow_small_batch = cfg.finalize == chain::FinalizeChoice::kNew;
-  o.metadata_before_wait = cfg.metadata_before_wait;
-  return finalize::variant_name(finalize::select(p, o));
+  o.variant = cfg.finalize.forced;
+  o.allow_small_batch = !cfg.finalize.previous;
+  return finalize::select(q, o);
 }
 
 namespace {
@@ -215,7 +209,9 @@ chain::CellVerdict row_verdict(h5::Table const& t, std::size_t row, h5::Provenan
   if (!graph && launch->second != "stream")
     throw InputError("race_matrix: launch attribute '" + launch->second +
                      "' not one of {graph, stream}");
-  return chain::verify_cell(row_config(t, row, root), column(t, "finalize", row), graph);
+  return chain::verify_cell(row_config(t, row, root),
+                            finalize::variant(column(t, "finalize", row), "race_matrix finalize"),
+                            graph);
 }
 
 std::size_t fill_verdicts(h5::Table& t, h5::Provenance const& root) {

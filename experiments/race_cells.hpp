@@ -2,7 +2,9 @@
 // The cells of the race matrix (moefin race): presets x trigger placements of the kernels between
 // routing and finalize x finalize's metadata placement x injected delay. Host-only.
 
-#include "core/chain_config.hpp"
+#include "core/chain/presets.hpp"
+#include "core/chain/shape.hpp"
+#include "core/chain/verifier_chain.hpp"
 #include "core/h5store.hpp"
 
 #include <cstdint>
@@ -28,8 +30,8 @@ struct Axes {
   std::vector<std::string> metas = {"before", "after"};
   std::vector<std::int64_t> delays = {0, 3000, 25000};
   std::vector<chain::Kernel> delay_kernels = {chain::Kernel::kRouting};
-  chain::FinalizeChoice finalize = chain::FinalizeChoice::kNew;
-  std::string overrides; // --set, applied to every cell before the axes
+  chain::FinalizeChoice finalize; // the dispatch rule ("new")
+  std::string overrides;          // --set, applied to every cell before the axes
 };
 
 /// The trigger variations of one preset's chain, deduplicated, the preset's own first:
@@ -45,10 +47,12 @@ std::vector<Cell> cells(Axes const& axes);
 /// after its writes or at exit keeps every later kernel from starting until it has written).
 bool is_benchmark(chain::ChainConfig const& cfg);
 
-/// The finalize variant finalize::select picks in ChainRunner for `cfg` on (shape, T), without a
-/// GPU (ChainRunner::finalize_variant is the same choice on the device buffers).
-std::string planned_finalize_variant(chain::LayerShape const& shape, std::int64_t tokens,
-                                     chain::ChainConfig const& cfg);
+/// The finalize variant ChainRunner launches for `cfg` on (shape, T), without a GPU: the dispatch
+/// rule on the shape (ChainRunner::finalize_variant applies it to the device buffers), or the
+/// forced variant.
+finalize::FinalizeVariant const& planned_finalize_variant(chain::LayerShape const& shape,
+                                                          std::int64_t tokens,
+                                                          chain::ChainConfig const& cfg);
 
 /// The configuration a /race_matrix row ran, rebuilt from its columns (preset, triggers, meta,
 /// delay_ns, delayed_kernel) and the file's root attributes (`overrides`: the run's --set) as

@@ -3,8 +3,8 @@
 
 #include "tests/run_moefin.hpp"
 
-#include "core/errors.hpp"
 #include "core/h5store.hpp"
+#include "core/ops/errors.hpp"
 #include "core/pdl/verifier.hpp"
 #include "experiments/chain_run.hpp"
 #include "experiments/chain_tables.hpp"

@@ -1,10 +1,15 @@
 #pragma once
 // Permute: gather hidden states into the permuted (expert-grouped) order. Shared by the CUDA
-// kernel and the Kokkos reference. Host-visible, no CUDA headers.
+// kernel and the Kokkos reference. Header-only, no CUDA.
+
+#include "core/ops/pdl_knobs.hpp"
 
 #include <cstdint>
 
 namespace moefin::permute {
+
+/// Trigger::kDefault of the permute kernel: at entry, then the wait (the seed's kernel).
+inline constexpr Trigger kDefaultTrigger = Trigger::kEntry;
 
 struct PermuteParams {
   void const* hidden_states = nullptr;             // bf16 [num_tokens, hidden]

@@ -1,15 +1,21 @@
 #pragma once
 // Grouped GEMM over the permuted rows: rows of expert e (a tile-padded group) times that expert's
 // weight matrix. bf16 inputs, fp32 accumulation, bf16 output. Shared by the CUDA kernel and the
-// Kokkos reference. Host-visible, no CUDA headers.
+// Kokkos reference. Header-only, no CUDA.
 //   GEMM1 (gate/up): k = hidden, n = 2 * inter (SwiGLU: gate columns [0, inter), up [inter, 2
 //   inter))
 //                    or n = inter (ReLU^2, no gate)
 //   GEMM2 (down):    k = inter,  n = hidden  (writes gemm2Out, the finalize input)
 
+#include "core/ops/pdl_knobs.hpp"
+
 #include <cstdint>
 
 namespace moefin::gemm {
+
+/// Trigger::kDefault of the grouped GEMM: implicitly at exit (the seed does not show where its
+/// GEMMs trigger; in moefin it is a knob).
+inline constexpr Trigger kDefaultTrigger = Trigger::kExit;
 
 struct GroupedGemmParams {
   void const* a = nullptr; // bf16 [max_rows, k], permuted activations

@@ -2,9 +2,10 @@
 // The finalize operation's parameters, shared by the CUDA kernels (kernels/finalize/) and the
 // Kokkos reference (reference/finalize.*), so that the two cannot disagree about a layout.
 // Plain struct of raw pointers and sizes, passed by value; pointers are device pointers for the
-// CUDA path and host pointers for the reference. No CUDA headers here.
+// CUDA path and host pointers for the reference. Header-only, no CUDA.
 
 #include <cstdint>
+#include <string_view>
 
 namespace moefin::finalize {
 
@@ -13,6 +14,27 @@ enum class WeightType : std::int32_t {
   kBf16 = 1,
   kFp32 = 2,
 };
+
+inline char const* weight_type_name(WeightType w) { // "none", "bf16", "fp32"
+  switch (w) {
+  case WeightType::kNone:
+    return "none";
+  case WeightType::kBf16:
+    return "bf16";
+  case WeightType::kFp32:
+    return "fp32";
+  }
+  return "?";
+}
+
+inline bool parse_weight_type(std::string_view s, WeightType* out) {
+  for (auto w : {WeightType::kNone, WeightType::kBf16, WeightType::kFp32})
+    if (s == weight_type_name(w)) {
+      *out = w;
+      return true;
+    }
+  return false;
+}
 
 struct FinalizeParams {
   // Inputs.

@@ -1,12 +1,17 @@
 #pragma once
 // Routing from router scores (the first kernel of the chain), shared by the CUDA kernels and the
-// Kokkos reference. Host-visible, no CUDA headers. Outputs are the arrays of core/layout.hpp.
+// Kokkos reference. Header-only, no CUDA. Outputs are the arrays of core/layout.hpp.
 
-#include "kernels/finalize/finalize_params.hpp"
+#include "core/ops/finalize_params.hpp"
+#include "core/ops/pdl_knobs.hpp"
 
 #include <cstdint>
 
 namespace moefin::routing {
+
+/// Trigger::kDefault of the routing kernels: right after the wait, before the writes (the seed's
+/// code); its previous placement is kAfterWrites.
+inline constexpr Trigger kDefaultTrigger = Trigger::kAfterWait;
 
 enum class Method : std::int32_t {
   kSoftmaxTopK = 0, // softmax over all experts, top-K, then (optionally) renormalize over the K
