@@ -11,43 +11,13 @@
 #include "core/router_scores.hpp"
 #include "kernels/common/pdl_stage.cuh"
 #include "kernels/gemm/gemm.hpp"
+#include "kernels/gemm/mma.cuh"
 
 #include <cuda_bf16.h>
 
 #include <cstdint>
 
 namespace moefin::gemm {
-
-__device__ __forceinline__ void mma_bf16(float (&d)[4], std::uint32_t a0, std::uint32_t a1,
-                                         std::uint32_t a2, std::uint32_t a3, std::uint32_t b0,
-                                         std::uint32_t b1) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-               "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ std::uint32_t word(uint4 const& v, int i) {
-  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
-}
-
-/// 16-byte asynchronous copy global -> shared that bypasses L1 and fetches the rest of the
-/// source's 256-byte block into L2; with `read` false it writes zeros and reads nothing.
-__device__ __forceinline__ void cp_async16(uint4* dst, void const* src, bool read) {
-  auto const d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;" ::"r"(d), "l"(src),
-               "r"(read ? 16 : 0)
-               : "memory");
-}
-
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;" ::: "memory");
-}
-
-/// Waits until at most kPending of this thread's committed copy groups are still in flight.
-template <int kPending> __device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
-}
 
 /// kM m16 tiles per row tile (tile_m = 16 kM). Each warp walks its work items (row tile,
 /// kWarpCols columns: kN8 n8 tiles, weight rows col0 + 8 j + g) as one stream of loads of kG

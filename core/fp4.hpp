@@ -1,0 +1,221 @@
+#pragma once
+// 4-bit weights laid out like NVFP4: e2m1 values packed two per byte (the lower k in the low
+// nibble), one e4m3 scale per 16 consecutive k of a row, one fp32 global scale per matrix:
+//   w[r][k] = e2m1(value nibble) * e4m3(scale[r][k / 16]) * global.
+// The codecs and the seeded quantizer run unchanged on the host (reference, tests) and on the
+// device (the generator of GBs of weights, the GEMM's dequantization). Every float operation of
+// the quantizer is a single IEEE operation with an explicit rounding (fma where a product is
+// added), so the host twin and the device produce the same bits; tests/test_fp4.cpp and the
+// gpu test pin that.
+
+#include "core/router_scores.hpp" // MOEFIN_HD, mix64
+
+#include <cstdint>
+#include <cstring>
+
+#if !defined(__CUDA_ARCH__)
+#include <cmath>
+#endif
+
+namespace moefin::fp4 {
+
+inline constexpr int kBlock = 16;         // k per e4m3 scale
+inline constexpr float kE2m1Max = 6.0f;   // largest e2m1 magnitude
+inline constexpr float kE4m3Max = 448.0f; // largest finite e4m3 magnitude
+inline constexpr float kSourceLo = 0.05f; // source weights: |x| in [lo, hi] * amplitude * scale
+inline constexpr float kSourceHi = 1.0f;
+inline constexpr int kAmplitudeSteps = 6; // block amplitudes 2^0 .. 2^-5 (varied scales)
+
+MOEFIN_HD std::uint32_t float_bits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);
+#else
+  std::uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+#endif
+}
+
+MOEFIN_HD float bits_float(std::uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+#endif
+}
+
+/// Value of an e2m1 code (bit 3 sign, bits 2..1 exponent with bias 1, bit 0 mantissa):
+/// 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives.
+MOEFIN_HD float e2m1_value(unsigned code) {
+  unsigned const e = (code >> 1) & 3u, m = code & 1u;
+  // e = 0: subnormal m * 0.5; else 2^(e-1) * (1 + m/2), i.e. (2 + m) * 2^(e-2).
+  float const mag = e == 0 ? 0.5f * static_cast<float>(m)
+                           : static_cast<float>(2u + m) * static_cast<float>(1u << e) * 0.25f;
+  return (code & 8u) ? -mag : mag;
+}
+
+/// The e2m1 code nearest to q (ties to the even mantissa, as IEEE rounding), saturating to +-6;
+/// q must not be NaN. Zero keeps q's sign.
+MOEFIN_HD unsigned e2m1_nearest(float q) {
+  unsigned const sign = (float_bits(q) >> 28) & 8u;
+  float const a = q < 0.0f ? -q : q;
+  // Midpoints between neighbours 0 .5 1 1.5 2 3 4 6; at a midpoint the even code (mantissa 0)
+  // wins: 0.25 -> 0, 0.75 -> 1, 1.25 -> 1, 1.75 -> 2, 2.5 -> 2, 3.5 -> 4, 5 -> 4.
+  unsigned c;
+  if (a <= 0.25f)
+    c = 0;
+  else if (a < 0.75f)
+    c = 1;
+  else if (a <= 1.25f)
+    c = 2;
+  else if (a < 1.75f)
+    c = 3;
+  else if (a <= 2.5f)
+    c = 4;
+  else if (a < 3.5f)
+    c = 5;
+  else if (a <= 5.0f)
+    c = 6;
+  else
+    c = 7;
+  return sign | c;
+}
+
+/// Value of an e4m3 byte (bias 7, S.1111.111 NaN, largest 448, smallest subnormal 2^-9).
+MOEFIN_HD float e4m3_value(unsigned byte) {
+  unsigned const e = (byte >> 3) & 0xFu, m = byte & 7u;
+  if (e == 0xFu && m == 7u)
+    return bits_float(0x7fc00000u | ((byte & 0x80u) << 24));
+  // Normal: (8 + m) * 2^(e - 10); subnormal: m * 2^-9. Both exact: assemble the float's bits.
+  float const mag = e == 0 ? static_cast<float>(m) * 0x1p-9f
+                           : bits_float(((e + 120u) << 23) | (m << 20)); // 2^(e-7) * (1 + m/8)
+  return (byte & 0x80u) ? -mag : mag;
+}
+
+/// The e4m3 byte nearest to x > 0 (round to nearest even), saturating to 448 above it: the
+/// conversion of core/fp8.hpp (CUDA's satfinite E4M3) for positive finite x.
+MOEFIN_HD unsigned e4m3_nearest_positive(float x) {
+  if (!(x < kE4m3Max))
+    return 0x7Eu; // 448 (midpoint 464 rounds to the even mantissa 6 = 448 too)
+  if (x < 0x1p-6f) {
+    // Subnormal binade: steps of 2^-9; x * 2^9 is exact, rint rounds ties to even. 8 steps is
+    // the smallest normal, whose code is 0x08 as well.
+    float const steps = x * 512.0f;
+#if defined(__CUDA_ARCH__)
+    return static_cast<unsigned>(rintf(steps));
+#else
+    return static_cast<unsigned>(std::rint(steps));
+#endif
+  }
+  std::uint32_t const u = float_bits(x);
+  unsigned e = (u >> 23) - 127u + 7u; // biased e4m3 exponent, 1..15
+  std::uint32_t const frac = u & 0x7FFFFFu;
+  unsigned m = frac >> 20;
+  std::uint32_t const rest = frac & 0xFFFFFu;
+  if (rest > 0x80000u || (rest == 0x80000u && (m & 1u)))
+    ++m;
+  if (m == 8u) {
+    m = 0;
+    ++e;
+  }
+  if (e > 15u || (e == 15u && m == 7u))
+    return 0x7Eu;
+  return (e << 3) | m;
+}
+
+// ------------------------------------------------------------------------------------------
+// The seeded quantizer: random source weights (never zero), quantized block by block.
+
+MOEFIN_HD float fma_rn(float a, float b, float c) {
+#if defined(__CUDA_ARCH__)
+  return __fmaf_rn(a, b, c);
+#else
+  return std::fma(a, b, c);
+#endif
+}
+
+MOEFIN_HD float div_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fdiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+
+MOEFIN_HD float mul_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+
+/// Global scale of a matrix whose source weights are bounded by kSourceHi * scale: the NVFP4
+/// recipe amax / (6 * 448) with the bound in place of the measured amax (so that the device
+/// generator needs no reduction pass over GBs). Block scales then fall in (0, 448].
+MOEFIN_HD float global_scale(float scale) {
+  return div_rn(mul_rn(kSourceHi, scale), kE2m1Max * kE4m3Max);
+}
+
+/// Source weight of element i (row-major index over [experts][n][k]) of a matrix with seed
+/// `seed`: sign and magnitude from a hash of (seed, i), |x| uniform in [lo, hi] times the
+/// amplitude 2^-a of its 16-element block (a from a hash of the block, 0..5) times `scale`.
+MOEFIN_HD float source_weight(std::uint64_t seed, std::uint64_t i, float scale) {
+  std::uint64_t const b = i / kBlock;
+  auto const a = static_cast<int>(mix64(seed ^ mix64(b ^ 0xb10cb10cb10cULL)) % kAmplitudeSteps);
+  std::uint64_t const u = mix64(seed ^ mix64(i));
+  float const f = static_cast<float>(u >> 40) * 0x1p-24f;
+  float const mag = fma_rn(kSourceHi - kSourceLo, f, kSourceLo);
+  float const amp = bits_float(static_cast<std::uint32_t>(127 - a) << 23); // 2^-a, exact
+  float const x = mul_rn(mul_rn(mag, amp), scale);
+  return (u & 1u) ? -x : x;
+}
+
+/// Quantizes block b (elements 16 b .. 16 b + 15 of the row-major [experts][n][k] order; k is a
+/// multiple of 16, so a block never crosses a row) of the matrix: the 8 packed value bytes
+/// (element 2j in the low nibble of byte j) and the e4m3 scale byte. `global` is
+/// global_scale(scale). The scale is the NVFP4 one, e4m3(amax / 6 / global), and each value the
+/// e2m1 nearest to x / (e4m3 value * global).
+MOEFIN_HD void quantize_block(std::uint64_t seed, std::uint64_t b, float scale, float global,
+                              std::uint8_t (&values)[kBlock / 2], std::uint8_t* scale_byte) {
+  float x[kBlock];
+  float amax = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kBlock; ++j) {
+    x[j] = source_weight(seed, b * kBlock + static_cast<std::uint64_t>(j), scale);
+    float const a = x[j] < 0.0f ? -x[j] : x[j];
+    amax = a > amax ? a : amax;
+  }
+  unsigned const s = e4m3_nearest_positive(div_rn(div_rn(amax, kE2m1Max), global));
+  float const step = mul_rn(e4m3_value(s), global);
+#pragma unroll
+  for (int j = 0; j < kBlock / 2; ++j) {
+    unsigned const lo = e2m1_nearest(div_rn(x[2 * j], step));
+    unsigned const hi = e2m1_nearest(div_rn(x[2 * j + 1], step));
+    values[j] = static_cast<std::uint8_t>(lo | (hi << 4));
+  }
+  *scale_byte = static_cast<std::uint8_t>(s);
+}
+
+/// The GEMM's conversion of two nibbles of a 32-bit word of 8 values: nibbles kI and kI + 4
+/// (kI = 0, 1; nibbles 2, 3 come from w >> 8) as a pair of bf16 bits (low half: nibble kI) of
+/// e2m1 * 2^-126. Bits (e1 e0 m) at bf16 bits 8..6 are the value times 2^-126 (code 1, 0.5, a
+/// bf16 subnormal), the sign goes to bit 15: one multiply places two copies of the nibble side
+/// by side, and the mask keeps the sign of the copy at bits 12..15 and the magnitude of the one
+/// at bits 6..9.
+template <int kI> MOEFIN_HD std::uint32_t e2m1_pair_bits(std::uint32_t w) {
+  static_assert(kI == 0 || kI == 1, "nibbles 0 and 1 of each half; shift the word for 2, 3");
+  constexpr std::uint32_t kMask = 0x000F000Fu << (4 * kI);
+  constexpr std::uint32_t kCopies = (1u << (12 - 4 * kI)) | (1u << (6 - 4 * kI));
+  return ((w & kMask) * kCopies) & 0x81C081C0u;
+}
+
+/// The dequantized weight (without the global scale) of nibble `code` under scale byte `s`:
+/// exact in bf16 (a 2-bit by a 4-bit significand), as the GEMM multiplies it.
+MOEFIN_HD float dequantized(unsigned code, unsigned s) {
+  return mul_rn(e2m1_value(code), e4m3_value(s));
+}
+
+} // namespace moefin::fp4

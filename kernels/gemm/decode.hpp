@@ -1,0 +1,73 @@
+#pragma once
+// gemm::run_decode — the grouped GEMM of a decode step, built to stream each active expert's
+// weights once at close to the copy bandwidth, for bf16 and for 4-bit weights (core/fp4.hpp)
+// dequantized inside the GEMM. Host-visible header: no CUDA includes.
+//
+// Variants (the chain may take either; kernels/gemm/gemm.hpp is the tiled one):
+//   tiled   gemm::run: each warp owns (row tile, 16 columns) items over the whole k; bf16 only.
+//   splitk  this file: weights are the MMA's A operand (mma.sync m16n8k16, 32 weight rows per
+//           warp), the row tile's tokens its n8 tiles, so a decode tile of 1-2 tokens wastes an
+//           n8 tile, not an m16 one. The 8 warps of a CTA take one unit (row tile, 32 x groups
+//           weight rows) and split its k range `ks` ways (plan_split: chosen on the device from
+//           the tile count, so that top-8 at T = 1, 8 experts, still fills every SM); their fp32
+//           partials are added in shared memory in a fixed order. Weights stream through a
+//           per-warp cp.async pipeline (4 stages of 2 KiB in flight, L1 bypassed, L2 evict-first:
+//           read once); activations of the tile's real tokens (padding rows are neither read nor
+//           written) come through L1 into registers one stage ahead; fp4 values become exact
+//           bf16 (e2m1 * e4m3 * 2^-8) with integer bit operations and one bf16 multiply per pair,
+//           the global scale and the 2^8 are applied to the fp32 sums.
+// PDL: the knobs of kernels/common/pdl_stage.cuh; Trigger::kDefault = implicit at exit. Every
+// read of the activations follows the wait. With `weights_before_wait` the expert map
+// (total_padded_rows, cta_to_expert, row_token: routing output) and the first stages of weights
+// are read before the wait: legal only when the map is final when the kernel starts (the caller
+// orders routing before this launch, e.g. a kernel in between waits before it triggers).
+
+#include "kernels/common/pdl_knobs.hpp"
+#include "kernels/gemm/decode_plan.hpp"
+
+#include <cstdint>
+#include <string>
+
+struct CUstream_st;
+
+namespace moefin::gemm {
+
+using Stream = CUstream_st*;
+
+enum class Variant : std::int32_t {
+  kTiled = 0,  // gemm::run (bf16 weights only)
+  kSplitK = 1, // run_decode's split-K kernel
+};
+char const* variant_name(Variant v); // "tiled", "splitk"
+bool parse_variant(std::string const& s, Variant* out);
+
+struct DecodeOptions {
+  PdlKnobs pdl;
+  bool weights_before_wait = false; // see the header comment
+  int split_k = 0;                  // 0: plan_split's choice; 1, 2, 4 or 8: that ks (tests)
+};
+
+/// Throws InputError naming the field: the grouped GEMM's limits of gemm::validate for kTiled
+/// (and bf16 weights); for kSplitK n a multiple of 32, k of step_k (32 bf16, 128 fp4), tile_m 8
+/// or 16, max_rows a multiple of tile_m, ldc >= n, pointers set (scales and global_scale for
+/// fp4), a forced split_k that divides the k steps.
+void validate(DecodeGemmParams const& p, Variant v, DecodeOptions const& o = {});
+
+/// CTAs of the launch: one resident wave of `ctas_per_sm` (0: the variant's policy) per SM.
+std::int64_t num_ctas(DecodeGemmParams const& p, Variant v, int ctas_per_sm = 0);
+
+/// The split the kSplitK kernel takes for `tiles` row tiles on a grid of `grid` CTAs.
+DecodeSplit split_of(DecodeGemmParams const& p, std::int64_t tiles, std::int64_t grid,
+                     int split_k = 0);
+
+/// Launches variant v; kTiled forwards to gemm::run(p.gemm, o.pdl) (weights_before_wait and
+/// split_k do not apply to it and must be unset).
+void run_decode(DecodeGemmParams const& p, Variant v, DecodeOptions const& o, Stream stream);
+
+/// Fills 4-bit weights of `experts` matrices [n][k] on the device: the seeded quantizer of
+/// core/fp4.hpp (the same bits as fp4::quantize_block on the host) with source weights bounded
+/// by `scale`, values [experts][n][k/2], scales [experts][n][k/16], global [experts].
+void fill_fp4(void* values, void* scales, float* global, std::int64_t experts, std::int64_t n,
+              std::int64_t k, std::uint64_t seed, float scale, Stream stream);
+
+} // namespace moefin::gemm

@@ -1,0 +1,101 @@
+// gemm::run_decode: validation, (format, token tiles) as template parameters, and launch.
+
+#include "core/cli.hpp"
+#include "kernels/gemm/decode_kernels.cuh"
+#include "kernels/gemm/gemm.hpp"
+
+#include <string>
+
+namespace moefin::gemm {
+
+namespace {
+
+[[noreturn]] void reject(std::string const& what) {
+  throw InputError("decode gemm: " + what);
+}
+
+} // namespace
+
+void validate(DecodeGemmParams const& p, Variant v, DecodeOptions const& o) {
+  if (v == Variant::kTiled) {
+    if (p.format != WeightFormat::kBf16)
+      reject(std::string("variant tiled reads bf16 weights only, not ") +
+             weight_format_name(p.format));
+    if (o.weights_before_wait || o.split_k != 0)
+      reject("weights_before_wait and split_k apply to variant splitk only");
+    validate(p.gemm);
+    return;
+  }
+  if (v != Variant::kSplitK)
+    reject("unknown variant " + std::to_string(static_cast<int>(v)));
+  if (p.format != WeightFormat::kBf16 && p.format != WeightFormat::kFp4)
+    reject("unknown weight format " + std::to_string(static_cast<int>(p.format)));
+  cli::check_multiple("decode gemm n", p.gemm.n, DecodePolicy::kWarpRows);
+  cli::check_multiple(std::string("decode gemm k (") + weight_format_name(p.format) + ")", p.gemm.k,
+                      DecodePolicy::step_k(p.format));
+  if (p.gemm.tile_m != 8 && p.gemm.tile_m != 16)
+    reject("tile_m " + std::to_string(p.gemm.tile_m) + " not one of {8, 16}");
+  cli::check_multiple("decode gemm max_rows (a multiple of tile_m)", p.gemm.max_rows,
+                      p.gemm.tile_m);
+  cli::check_range<std::int64_t>("decode gemm ldc", p.gemm.ldc, p.gemm.n, 1 << 20);
+  cli::check_range<std::int64_t>("decode gemm num_local_experts", p.gemm.num_local_experts, 1,
+                                 1 << 16);
+  if (!p.gemm.a || !p.gemm.b || !p.gemm.c || !p.gemm.cta_to_expert || !p.gemm.total_padded_rows)
+    reject("a buffer pointer is null");
+  if (p.format == WeightFormat::kFp4 && (!p.scales || !p.global_scale))
+    reject("fp4 weights need scales and global_scale");
+  if (o.split_k != 0) {
+    if (o.split_k != 1 && o.split_k != 2 && o.split_k != 4 && o.split_k != 8)
+      reject("split_k " + std::to_string(o.split_k) + " not one of {0, 1, 2, 4, 8}");
+    std::int64_t const steps = p.gemm.k / DecodePolicy::step_k(p.format);
+    if (steps % o.split_k != 0)
+      reject("split_k " + std::to_string(o.split_k) + " does not divide the " +
+             std::to_string(steps) + " k steps of k = " + std::to_string(p.gemm.k));
+  }
+}
+
+std::int64_t num_ctas(DecodeGemmParams const& p, Variant v, int ctas_per_sm) {
+  if (v == Variant::kTiled)
+    return num_ctas(p.gemm, ctas_per_sm);
+  // Units are decided on the device; a resident wave is always enough (CTAs loop over units).
+  return resident_grid(std::int64_t{1} << 30,
+                       ctas_per_sm > 0 ? ctas_per_sm : DecodePolicy::kCtasPerSm);
+}
+
+void run_decode(DecodeGemmParams const& p, Variant v, DecodeOptions const& o, Stream stream) {
+  validate(p, v, o);
+  if (v == Variant::kTiled) {
+    run(p.gemm, o.pdl, stream);
+    return;
+  }
+  dim3 const grid(static_cast<unsigned>(num_ctas(p, v, o.pdl.ctas_per_sm)));
+  PdlDevice const k = pdl_device(o.pdl, Trigger::kExit);
+  std::size_t const smem = DecodePolicy::smem_bytes(p.format, p.gemm.tile_m);
+  auto launch = [&](auto kernel) {
+    set_shared_memory(kernel, o.pdl.max_shared_carveout, smem);
+    launch_kernel(kernel, grid, dim3(DecodePolicy::kThreads), smem, stream, o.pdl.pdl, p, o.split_k,
+                  o.weights_before_wait ? 1 : 0, k);
+  };
+  bool const fp4 = p.format == WeightFormat::kFp4;
+  if (p.gemm.tile_m == 8)
+    fp4 ? launch(decode_gemm_kernel<WeightFormat::kFp4, 1>)
+        : launch(decode_gemm_kernel<WeightFormat::kBf16, 1>);
+  else
+    fp4 ? launch(decode_gemm_kernel<WeightFormat::kFp4, 2>)
+        : launch(decode_gemm_kernel<WeightFormat::kBf16, 2>);
+}
+
+void fill_fp4(void* values, void* scales, float* global, std::int64_t experts, std::int64_t n,
+              std::int64_t k, std::uint64_t seed, float scale, Stream stream) {
+  cli::check_multiple("fill_fp4 k", k, fp4::kBlock);
+  std::int64_t const blocks = experts * n * (k / fp4::kBlock);
+  if (blocks <= 0)
+    return;
+  std::int64_t const ctas = std::min<std::int64_t>((blocks + 255) / 256, 132 * 16);
+  fill_fp4_kernel<<<static_cast<unsigned>(ctas), 256, 0, stream>>>(
+      static_cast<std::uint8_t*>(values), static_cast<std::uint8_t*>(scales), global, experts,
+      blocks, seed, scale);
+  MOEFIN_CUDA_CHECK_LAUNCH();
+}
+
+} // namespace moefin::gemm

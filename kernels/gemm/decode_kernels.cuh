@@ -1,0 +1,440 @@
+#pragma once
+// The split-K decode GEMM kernel (kernels/gemm/decode.hpp) and the fp4 weight generator.
+//
+// Operand layout. The MMA's A operand is 16 weight rows x 16 k, B is 16 k x 8 tokens. Inside
+// one pipeline stage the k order is permuted identically for A and B (the sum does not change),
+// so that lane (g, q) (g = lane / 4, q = lane % 4) reads only contiguous bytes: 16 bytes of
+// each of its weight rows g, g + 8 (of both m16 tiles) at k = kq q .. kq q + kq - 1 (kq = 8 for
+// bf16, 32 for fp4) and the same k of token g's activations.
+//   bf16: 8 k per lane = words w0..w3; MMA step s takes a0/a2 = words 2s, 2s + 1 of row g (a1/a3
+//         of row g + 8) and b0/b1 = words 2s, 2s + 1 of the activations.
+//   fp4:  32 k per lane = 4 words of 8 nibbles. Word j becomes 4 bf16 pairs r_i = (nibble i,
+//         nibble i + 4), i = 0..3 (both halves of a pair need the same shifts); its two MMA
+//         steps take a0/a2 = r0/r1 and r2/r3, and b0/b1 = activations (k0, k4)/(k1, k5) and
+//         (k2, k6)/(k3, k7) of the word's 8 k, paired with one byte permute each.
+// fp4 values: bits (e1 e0 m) of a nibble placed at bf16 bits 8..6 and its sign at bit 15 give
+// exactly e2m1 * 2^-126 (code 1, 0.5, as a bf16 subnormal); one bf16 multiply by
+// e4m3 * 2^118 (below bf16's largest value for every e4m3) makes it e2m1 * e4m3 * 2^-8, exact
+// (2 + 4 significant bits); the fp32 sums get global * 2^8.
+
+#include "core/fp4.hpp"
+#include "kernels/common/pdl_stage.cuh"
+#include "kernels/gemm/decode.hpp"
+#include "kernels/gemm/mma.cuh"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <cstdint>
+
+namespace moefin::gemm {
+
+namespace decode {
+
+inline constexpr std::uint32_t kNegZeroPair = 0x80008000u;
+
+/// a * b + (-0) on bf16 pairs: the product rounded once (exact for the dequantization).
+__device__ __forceinline__ std::uint32_t bf16x2_mul(std::uint32_t a, std::uint32_t b) {
+  std::uint32_t d;
+  asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(kNegZeroPair));
+  return d;
+}
+
+/// The two e4m3 scale bytes in the low half of `pair` (low byte first) as bf16 pairs
+/// (s * 2^118, s * 2^118): every e4m3 value is exact in fp16, and times 2^118 in bf16.
+__device__ __forceinline__ void scale_pairs(std::uint32_t pair, std::uint32_t& s0,
+                                            std::uint32_t& s1) {
+  __half2 const h(
+      __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(pair & 0xFFFFu), __NV_E4M3));
+  float2 const f = __half22float2(h);
+  __nv_bfloat162 const b = __floats2bfloat162_rn(f.x * 0x1p118f, f.y * 0x1p118f);
+  std::uint32_t const u = *reinterpret_cast<std::uint32_t const*>(&b);
+  s0 = __byte_perm(u, 0, 0x1010);
+  s1 = __byte_perm(u, 0, 0x3232);
+}
+
+/// One warp's shared memory of one stage: the weight copies [m16][row half][lane], then the fp4
+/// scale words [m16][lane].
+template <WeightFormat kF> struct Stage {
+  static constexpr int kU4 = DecodePolicy::stage_bytes(kF) / 16;
+};
+
+} // namespace decode
+
+/// kNT n8 token tiles per row tile (tile_m = 8 kNT). See decode.hpp for the work division and
+/// the top of this file for the operand layout.
+template <WeightFormat kF, int kNT>
+__global__ void __launch_bounds__(DecodePolicy::kThreads, 2)
+    decode_gemm_kernel(DecodeGemmParams p, int forced_ks, int weights_before_wait, PdlDevice k) {
+  constexpr bool kFp4 = kF == WeightFormat::kFp4;
+  constexpr int kS = DecodePolicy::stages(kF);
+  constexpr int kM = DecodePolicy::kM16;
+  constexpr int kTile = 8 * kNT;
+  constexpr int kStep = DecodePolicy::step_k(kF);
+  constexpr int kLaneK = kStep / 4;     // k of one lane per row and stage
+  constexpr int kChunks = kFp4 ? 4 : 1; // 16-byte activation chunks per lane and n8 tile
+  constexpr int kStageU4 = decode::Stage<kF>::kU4;
+  constexpr int kAcc = kM * kNT * 4;
+  constexpr std::int64_t kValueBytesPerK2 = kFp4 ? 1 : 4; // bytes of 2 k of one row
+
+  extern __shared__ uint4 smem[];
+  int const lane = threadIdx.x & 31;
+  int const warp = threadIdx.x >> 5;
+  int const g = lane >> 2, q = lane & 3;
+  uint4* const stages = smem + warp * (kS * kStageU4);
+  std::int32_t* const ring =
+      reinterpret_cast<std::int32_t*>(smem + DecodePolicy::kWarps * kS * kStageU4) +
+      warp * (kS * 32) + lane;
+  float* const red =
+      reinterpret_cast<float*>(ring - (warp * (kS * 32) + lane) + DecodePolicy::kWarps * kS * 32);
+
+  pdl_enter(k);
+  if (!weights_before_wait)
+    pdl_wait_point(k);
+
+  // The split of this launch, from the tile count routing wrote (the same on every CTA).
+  std::int64_t const total = min(
+      max(static_cast<std::int64_t>(*p.gemm.total_padded_rows), std::int64_t{0}), p.gemm.max_rows);
+  std::int64_t const tiles = total / kTile;
+  DecodeSplit const split = plan_split(tiles, p.gemm.n, p.gemm.k, kF, gridDim.x, forced_ks);
+  int const ks = split.ks > 0 ? split.ks : 1;
+  int const rgroup = warp / ks, kslice = warp % ks;
+  // Units, rows and k fit in 32 bits (validate: n, k < 2^20, rows < 2^31); byte offsets of the
+  // weights do not, and are formed in 64 bits once per unit.
+  int const kslice_len = static_cast<int>(p.gemm.k) / ks;
+  int const spu = kslice_len / kStep; // stages per unit
+  int const units = split.ks > 0 ? static_cast<int>(split.units) : 0;
+  int const row_blocks = static_cast<int>(split.row_blocks);
+  int const grid = static_cast<int>(gridDim.x);
+  int const cta = static_cast<int>(blockIdx.x);
+  int const my_units = cta < units ? (units - 1 - cta) / grid + 1 : 0;
+  int const loads = my_units * spu;
+  int const group_rows = split.groups * DecodePolicy::kWarpRows;
+  int const row_bytes = static_cast<int>(p.gemm.k / 2 * kValueBytesPerK2);
+  int const n = static_cast<int>(p.gemm.n);
+  auto const* values = static_cast<std::uint8_t const*>(p.gemm.b);
+  std::uint64_t const policy = l2_evict_first();
+
+  auto tile_of = [&](int u) { return u / row_blocks; };
+  auto rowbase_of = [&](int u) {
+    return (u % row_blocks) * group_rows + rgroup * DecodePolicy::kWarpRows;
+  };
+  auto expert_at = [&](int u) {
+    std::int32_t const e = p.gemm.cta_to_expert[tile_of(u)];
+    return e >= 0 && e < p.gemm.num_local_experts ? e : -1;
+  };
+  auto row_token_at = [&](int u, int nt) {
+    return p.gemm.row_token == nullptr ? 0 : p.gemm.row_token[tile_of(u) * kTile + 8 * nt + g];
+  };
+
+  // ---- Issue side: load `iss_l` of this warp's stream (unit iss_u, stage iss_step of its k
+  // slice). The expert and token rows of the next unit are fetched one unit ahead, so that
+  // starting a unit never waits for a load.
+  int iss_u = cta, iss_l = 0, iss_step = 0, iss_stage = 0;
+  std::uint8_t const* wsrc = values; // row g of the first m16 tile, at this k slice
+  bool won = false;
+  std::uint8_t const* ssrc = p.scales; // fp4: scale row g + 8 (q & 1) of the first m16 tile
+  std::int32_t meta = -1;              // (expert << 8) | token-row bits, or -1: no expert
+  std::int32_t nx_e = -1;
+  std::int32_t nx_rt[kNT];
+  auto fetch_next_unit = [&](int u) {
+    bool const in = u < units;
+    nx_e = in ? expert_at(u) : -1;
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt)
+      nx_rt[nt] = in ? row_token_at(u, nt) : -1;
+  };
+  auto begin_unit = [&](int u) {
+    int const rowbase = rowbase_of(u);
+    won = nx_e >= 0 && rowbase < n;
+    std::int64_t const row = static_cast<std::int64_t>(won ? nx_e : 0) * n + rowbase + g;
+    int const k0 = kslice * kslice_len;
+    wsrc = values + row * row_bytes + k0 / 2 * kValueBytesPerK2 + 16 * q;
+    if constexpr (kFp4)
+      ssrc = p.scales + (row + 8 * (q & 1)) * (p.gemm.k / 16) + k0 / 16 + 4 * (q >> 1);
+    int bits = 0;
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt)
+      bits |= (nx_rt[nt] >= 0 ? 1 : 0) << nt;
+    meta = nx_e >= 0 ? (nx_e << 8) | bits : -1;
+    fetch_next_unit(u + grid);
+  };
+  auto issue_next = [&]() {
+    if (iss_l < loads) {
+      if (iss_step == 0 && iss_l > 0)
+        begin_unit(iss_u);
+      uint4* const st = stages + iss_stage * kStageU4;
+      int const koff = iss_step * (kStep / 2) * static_cast<int>(kValueBytesPerK2);
+#pragma unroll
+      for (int m = 0; m < kM; ++m)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          cp_async16_hint(st + (2 * m + h) * 32 + lane, wsrc + (16 * m + 8 * h) * row_bytes + koff,
+                          won, policy);
+      if constexpr (kFp4) {
+        auto* const sst = reinterpret_cast<std::uint32_t*>(st + 4 * 32);
+#pragma unroll
+        for (int m = 0; m < kM; ++m)
+          cp_async4_hint(sst + m * 32 + lane,
+                         ssrc + 16 * m * (p.gemm.k / 16) + iss_step * (kStep / 16), won, policy);
+      }
+      ring[iss_stage * 32] = meta;
+      ++iss_l;
+      if (++iss_step == spu) {
+        iss_step = 0;
+        iss_u += grid;
+      }
+      iss_stage = iss_stage + 1 == kS ? 0 : iss_stage + 1;
+    }
+    cp_async_commit(); // empty past the end: the wait below counts groups uniformly
+  };
+
+  if (loads > 0) {
+    fetch_next_unit(blockIdx.x);
+    begin_unit(blockIdx.x);
+  }
+#pragma unroll
+  for (int s = 0; s < kS - 1; ++s)
+    issue_next();
+  if (weights_before_wait)
+    pdl_wait_point(k);
+
+  // ---- Compute side. Activations of the next stage are loaded chunk by chunk as the current
+  // stage's chunks are consumed (one register set, a stage of latency hidden).
+  auto const* a = static_cast<std::uint8_t const*>(p.gemm.a);
+  int const a_row_bytes = static_cast<int>(p.gemm.k) * 2;
+  // n8 tiles whose activations are loaded a stage ahead; fp4's second one (a tile with more than
+  // 8 tokens, rare at decode sizes) is read when used, which keeps 16 registers free.
+  constexpr int kPre = kFp4 ? 1 : kNT;
+  uint4 act[kPre][kChunks];
+  std::uint32_t okmask[kNT]; // ballot of the lanes whose token row is real (per n8 tile)
+  std::uint32_t nx_mask[kNT];
+  std::uint8_t const* nx_ptr = a; // token g of the next load's first n8 tile, at its k
+  unsigned nx_ok = 0;             // bit nt: this lane's token row of n8 tile nt is real
+  std::int32_t cur_meta = -1, nxt_meta = -1;
+  float nx_gscale = 0.0f; // fp4: global scale * 2^8 of the next load's unit, when it starts one
+  // Reads load l's metadata from the ring and points the activation loads at its rows (row
+  // tile `tile`; the division that finds it runs once per unit, not per stage).
+  auto look_ahead = [&](int l, int tile, int step, int slot) {
+    nxt_meta = l < loads ? ring[slot * 32] : -1;
+    if constexpr (kFp4)
+      if (step == 0 && nxt_meta >= 0)
+        nx_gscale = __ldg(p.global_scale + (nxt_meta >> 8)) * 256.0f;
+    int const k0 = kslice * kslice_len + step * kStep;
+    nx_ptr = a + static_cast<std::int64_t>(tile * kTile + g) * a_row_bytes + (k0 + kLaneK * q) * 2;
+    nx_ok = nxt_meta >= 0 ? static_cast<unsigned>(nxt_meta) & ((1u << kNT) - 1u) : 0u;
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt)
+      nx_mask[nt] = __ballot_sync(0xffffffffu, (nx_ok >> nt) & 1u);
+  };
+  auto chunk_at = [&](std::uint8_t const* ptr, unsigned ok, int nt, int c) {
+    return (ok >> nt) & 1u ? __ldg(reinterpret_cast<uint4 const*>(ptr + 8 * nt * a_row_bytes) + c)
+                           : make_uint4(0, 0, 0, 0);
+  };
+  auto load_chunk = [&](int nt, int c) {
+    if (nt < kPre)
+      act[nt < kPre ? nt : 0][c] = chunk_at(nx_ptr, nx_ok, nt, c);
+  };
+
+  int cu = cta, cstep = 0, cstage = 0;
+  int ctile = loads > 0 ? tile_of(cu) : 0; // row tile of unit cu
+  if (loads > 0) {
+    look_ahead(0, ctile, 0, 0);
+#pragma unroll
+    for (int nt = 0; nt < kPre; ++nt)
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c)
+        load_chunk(nt, c);
+  }
+  float acc[kM][kNT][4];
+  float gscale = 1.0f;
+  for (int l = 0; l < loads; ++l) {
+    if constexpr (kFp4)
+      __syncwarp(); // every lane is done reading the scale words of the slot refilled next
+    issue_next();
+    cp_async_wait<kS - 1>(); // load l has landed
+    if constexpr (kFp4)
+      __syncwarp(); // and so have the scale words the lane pairs copied
+    cur_meta = nxt_meta;
+    float const unit_gscale = nx_gscale;
+    std::uint8_t const* const cur_ptr = nx_ptr;
+    unsigned const cur_ok = nx_ok;
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt)
+      okmask[nt] = nx_mask[nt];
+    bool const last = cstep + 1 == spu; // of this unit
+    int const ntile = last ? (l + 1 < loads ? tile_of(cu + grid) : 0) : ctile;
+    int const nslot = cstage + 1 == kS ? 0 : cstage + 1;
+    look_ahead(l + 1, ntile, last ? 0 : cstep + 1, nslot);
+    if (cstep == 0) {
+#pragma unroll
+      for (int m = 0; m < kM; ++m)
+#pragma unroll
+        for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i)
+            acc[m][nt][i] = 0.0f;
+      gscale = unit_gscale;
+    }
+
+    uint4 const* const st = stages + cstage * kStageU4;
+    if constexpr (kFp4) {
+      // Word j of each weight copy is read when its k comes up (4 registers live, not 16).
+      auto const* stw = reinterpret_cast<std::uint32_t const*>(st) + lane * 4;
+      auto const* sst = reinterpret_cast<std::uint32_t const*>(st + 4 * 32);
+      std::uint32_t sc[kM][2][2]; // [m16][row half][block]: (s, s) bf16 pairs
+#pragma unroll
+      for (int m = 0; m < kM; ++m)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          std::uint32_t const w = sst[m * 32 + g * 4 + (q & 2) + h];
+          decode::scale_pairs(w >> (16 * (q & 1)), sc[m][h][0], sc[m][h][1]);
+        }
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        std::uint32_t bfr[kNT][2][2];
+#pragma unroll
+        for (int nt = 0; nt < kNT; ++nt) {
+          if (nt >= kPre && okmask[nt] == 0)
+            continue;
+          uint4 const c = nt < kPre ? act[nt < kPre ? nt : 0][j] : chunk_at(cur_ptr, cur_ok, nt, j);
+          bfr[nt][0][0] = __byte_perm(c.x, c.z, 0x5410);
+          bfr[nt][0][1] = __byte_perm(c.x, c.z, 0x7632);
+          bfr[nt][1][0] = __byte_perm(c.y, c.w, 0x5410);
+          bfr[nt][1][1] = __byte_perm(c.y, c.w, 0x7632);
+          load_chunk(nt, j); // the next stage's chunk j into the registers just consumed
+        }
+#pragma unroll
+        for (int m = 0; m < kM; ++m) {
+          std::uint32_t r[2][4];
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            std::uint32_t const w = stw[(2 * m + h) * 128 + j];
+            std::uint32_t const w2 = w >> 8;
+            std::uint32_t const s = sc[m][h][j >> 1];
+            r[h][0] = decode::bf16x2_mul(fp4::e2m1_pair_bits<0>(w), s);
+            r[h][1] = decode::bf16x2_mul(fp4::e2m1_pair_bits<1>(w), s);
+            r[h][2] = decode::bf16x2_mul(fp4::e2m1_pair_bits<0>(w2), s);
+            r[h][3] = decode::bf16x2_mul(fp4::e2m1_pair_bits<1>(w2), s);
+          }
+#pragma unroll
+          for (int nt = 0; nt < kNT; ++nt) {
+            if (okmask[nt] == 0)
+              continue;
+            mma_bf16(acc[m][nt], r[0][0], r[1][0], r[0][1], r[1][1], bfr[nt][0][0], bfr[nt][0][1]);
+            mma_bf16(acc[m][nt], r[0][2], r[1][2], r[0][3], r[1][3], bfr[nt][1][0], bfr[nt][1][1]);
+          }
+        }
+      }
+    } else {
+      uint4 wv[kM][2];
+#pragma unroll
+      for (int m = 0; m < kM; ++m)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          wv[m][h] = st[(2 * m + h) * 32 + lane];
+      uint4 b[kNT];
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt) {
+        b[nt] = act[nt < kPre ? nt : 0][0];
+        load_chunk(nt, 0);
+      }
+#pragma unroll
+      for (int s = 0; s < 2; ++s)
+#pragma unroll
+        for (int m = 0; m < kM; ++m)
+#pragma unroll
+          for (int nt = 0; nt < kNT; ++nt) {
+            if (okmask[nt] == 0)
+              continue;
+            mma_bf16(acc[m][nt], word(wv[m][0], 2 * s), word(wv[m][1], 2 * s),
+                     word(wv[m][0], 2 * s + 1), word(wv[m][1], 2 * s + 1), word(b[nt], 2 * s),
+                     word(b[nt], 2 * s + 1));
+          }
+    }
+
+    if (last) {
+      // The unit's last stage: the k slices of each row group are added in slice order, then
+      // slice 0 stores the real token rows of a valid expert.
+      if (ks > 1) {
+        float4* const mine = reinterpret_cast<float4*>(red + (warp * 32 + lane) * kAcc);
+#pragma unroll
+        for (int m = 0; m < kM; ++m)
+#pragma unroll
+          for (int nt = 0; nt < kNT; ++nt)
+            mine[m * kNT + nt] =
+                make_float4(acc[m][nt][0], acc[m][nt][1], acc[m][nt][2], acc[m][nt][3]);
+        __syncthreads();
+        if (kslice == 0)
+          for (int j = 1; j < ks; ++j) {
+            float4 const* other =
+                reinterpret_cast<float4 const*>(red + ((warp + j) * 32 + lane) * kAcc);
+#pragma unroll
+            for (int m = 0; m < kM; ++m)
+#pragma unroll
+              for (int nt = 0; nt < kNT; ++nt) {
+                float4 const o = other[m * kNT + nt];
+                acc[m][nt][0] += o.x;
+                acc[m][nt][1] += o.y;
+                acc[m][nt][2] += o.z;
+                acc[m][nt][3] += o.w;
+              }
+          }
+      }
+      int const rowbase = rowbase_of(cu);
+      if (kslice == 0 && cur_meta >= 0 && rowbase < n) {
+        auto* c = static_cast<__nv_bfloat16*>(p.gemm.c);
+        std::int64_t const row0 = static_cast<std::int64_t>(ctile) * kTile;
+        float const scale = kFp4 ? gscale : 1.0f;
+#pragma unroll
+        for (int m = 0; m < kM; ++m)
+#pragma unroll
+          for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+            for (int i = 0; i < 2; ++i) {
+              int const token = 8 * nt + 2 * q + i;
+              if (!((okmask[nt] >> (4 * (2 * q + i))) & 1u))
+                continue;
+#pragma unroll
+              for (int h = 0; h < 2; ++h) {
+                int const col = rowbase + 16 * m + 8 * h + g;
+                c[(row0 + token) * p.gemm.ldc + col] =
+                    __float2bfloat16_rn(acc[m][nt][2 * h + i] * scale);
+              }
+            }
+      }
+      if (ks > 1)
+        __syncthreads(); // the partials may be overwritten by the next unit
+      cu += grid;
+      ctile = ntile;
+      cstep = 0;
+    } else {
+      ++cstep;
+    }
+    cstage = cstage + 1 == kS ? 0 : cstage + 1;
+  }
+  cp_async_wait<0>();
+  pdl_exit(k);
+}
+
+/// One 16-weight block per thread step: the seeded quantizer of core/fp4.hpp.
+__global__ void fill_fp4_kernel(std::uint8_t* values, std::uint8_t* scales, float* global,
+                                std::int64_t experts, std::int64_t blocks, std::uint64_t seed,
+                                float scale) {
+  float const gs = fp4::global_scale(scale);
+  std::int64_t const stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  std::int64_t const first = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  for (std::int64_t e = first; e < experts; e += stride)
+    global[e] = gs;
+  for (std::int64_t b = first; b < blocks; b += stride) {
+    std::uint8_t v[fp4::kBlock / 2];
+    fp4::quantize_block(seed, static_cast<std::uint64_t>(b), scale, gs, v, scales + b);
+    uint2 packed;
+    packed.x = v[0] | (v[1] << 8) | (v[2] << 16) | (static_cast<std::uint32_t>(v[3]) << 24);
+    packed.y = v[4] | (v[5] << 8) | (v[6] << 16) | (static_cast<std::uint32_t>(v[7]) << 24);
+    reinterpret_cast<uint2*>(values)[b] = packed;
+  }
+}
+
+} // namespace moefin::gemm

@@ -1,0 +1,353 @@
+// The 4-bit weight format (core/fp4.hpp), the split-K decode GEMM's plan and the reference that
+// dequantizes the same way (unit label: no GPU).
+#define BOOST_TEST_MODULE fp4
+#include <boost/test/unit_test.hpp>
+
+#include "core/bf16.hpp"
+#include "core/errors.hpp"
+#include "core/fp4.hpp"
+#include "core/fp8.hpp"
+#include "core/rng.hpp"
+#include "kernels/gemm/decode.hpp"
+#include "kokkos_fixture.hpp"
+#include "reference/decode_gemm.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+using namespace moefin;
+
+namespace {
+
+constexpr float kE2m1Table[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+
+float as_float(std::uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(e2m1_codes_decode_to_the_sixteen_values) {
+  for (unsigned c = 0; c < 16; ++c) {
+    float const want = (c & 8u) ? -kE2m1Table[c & 7u] : kE2m1Table[c & 7u];
+    BOOST_TEST(fp4::e2m1_value(c) == want, "code " << c);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(e2m1_rounding_is_to_nearest_with_ties_to_the_even_mantissa) {
+  // Every value maps back to its own code.
+  for (unsigned c = 0; c < 16; ++c)
+    if (c != 8) // -0 and +0 share a value; the sign of zero is kept
+      BOOST_TEST(fp4::e2m1_nearest(fp4::e2m1_value(c)) == c, "code " << c);
+  // Midpoints go to the code with mantissa bit 0.
+  float const mid[7] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
+  unsigned const tie[7] = {0, 2, 2, 4, 4, 6, 6};
+  for (int i = 0; i < 7; ++i) {
+    BOOST_TEST(fp4::e2m1_nearest(mid[i]) == tie[i], "midpoint " << mid[i]);
+    BOOST_TEST(fp4::e2m1_nearest(-mid[i]) == (tie[i] | 8u), "midpoint " << -mid[i]);
+  }
+  // Brute force: the code minimizes the distance, saturating past 6.
+  Rng rng(17);
+  for (int i = 0; i < 20000; ++i) {
+    float const q = static_cast<float>(rng.uniform(-8.0, 8.0));
+    unsigned const c = fp4::e2m1_nearest(q);
+    double const d = std::fabs(q - fp4::e2m1_value(c));
+    for (unsigned o = 0; o < 16; ++o)
+      BOOST_REQUIRE_LE(d, std::fabs(q - fp4::e2m1_value(o)));
+  }
+  BOOST_TEST(fp4::e2m1_nearest(1e30f) == 7u);
+  BOOST_TEST(fp4::e2m1_nearest(-1e30f) == 15u);
+  BOOST_TEST(fp4::e2m1_nearest(-0.0f) == 8u);
+}
+
+BOOST_AUTO_TEST_CASE(e4m3_codec_matches_the_cuda_compatible_host_conversion) {
+  for (unsigned b = 0; b < 256; ++b) {
+    float const mine = fp4::e4m3_value(b), ref = e4m3_to_float(static_cast<fp8_bits>(b));
+    if (std::isnan(ref))
+      BOOST_TEST(std::isnan(mine), "byte " << b);
+    else
+      BOOST_TEST(mine == ref, "byte " << b);
+  }
+  // Every positive float from 2^-12 to 2^10 on a grid of its bits (all exponents, mantissas in
+  // steps that hit every e4m3 midpoint), plus random ones.
+  std::int64_t compared = 0;
+  for (std::uint32_t u = 0x39800000u; u <= 0x44800000u; u += 0x800u) {
+    float const x = as_float(u);
+    BOOST_REQUIRE_EQUAL(fp4::e4m3_nearest_positive(x), float_to_e4m3(x));
+    ++compared;
+  }
+  Rng rng(3);
+  for (int i = 0; i < 200000; ++i) {
+    float const x =
+        static_cast<float>(std::ldexp(rng.uniform(1.0, 2.0), static_cast<int>(rng.below(24)) - 14));
+    BOOST_REQUIRE_EQUAL(fp4::e4m3_nearest_positive(x), float_to_e4m3(x));
+    ++compared;
+  }
+  BOOST_TEST(compared > 290000);
+}
+
+BOOST_AUTO_TEST_CASE(the_gemm_bit_trick_gives_e2m1_times_2_to_the_minus_126_for_every_pair) {
+  // Every word whose nibbles 0 and 4 (and 1 and 5) take all 256 combinations, other nibbles
+  // random: the pairs must be exactly e2m1 * 2^-126 in bf16, whatever the neighbours hold.
+  Rng rng(5);
+  for (unsigned lo = 0; lo < 16; ++lo)
+    for (unsigned hi = 0; hi < 16; ++hi)
+      for (int rep = 0; rep < 4; ++rep) {
+        auto const noise = static_cast<std::uint32_t>(rng.next());
+        std::uint32_t const w0 = (noise & 0xFFF0FFF0u) | lo | (hi << 16);
+        std::uint32_t const w1 = (noise & 0xFF0FFF0Fu) | (lo << 4) | (hi << 20);
+        for (std::uint32_t r : {fp4::e2m1_pair_bits<0>(w0), fp4::e2m1_pair_bits<1>(w1)}) {
+          BOOST_REQUIRE_EQUAL(r & 0xFFFFu, float_to_bf16(std::ldexp(fp4::e2m1_value(lo), -126)));
+          BOOST_REQUIRE_EQUAL(r >> 16, float_to_bf16(std::ldexp(fp4::e2m1_value(hi), -126)));
+        }
+      }
+}
+
+BOOST_AUTO_TEST_CASE(dequantized_weights_are_exact_in_bf16_after_the_gemms_2_to_the_minus_8) {
+  // The kernel multiplies e2m1 * 2^-126 by bf16(e4m3 * 2^118): both factors exact in bf16 and the
+  // product exact, for every code and every finite scale byte.
+  for (unsigned s = 0; s < 256; ++s) {
+    float const sv = fp4::e4m3_value(s);
+    if (std::isnan(sv))
+      continue;
+    float const sm = std::ldexp(sv, 118);
+    BOOST_REQUIRE(std::isfinite(sm) && round_to_bf16(sm) == sm);
+    for (unsigned c = 0; c < 16; ++c) {
+      double const w = static_cast<double>(fp4::e2m1_value(c)) * sv;
+      BOOST_REQUIRE_EQUAL(fp4::dequantized(c, s), static_cast<float>(w));
+      float const scaled = std::ldexp(static_cast<float>(w), -8);
+      BOOST_REQUIRE_EQUAL(round_to_bf16(scaled), scaled);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(quantized_blocks_use_the_nvfp4_scale_and_the_nearest_values) {
+  float const scale = 1.0f / std::sqrt(6144.0f);
+  float const g = fp4::global_scale(scale);
+  std::int64_t zeros = 0, codes = 0;
+  std::vector<int> amplitude_seen(fp4::kAmplitudeSteps, 0);
+  for (std::uint64_t b = 0; b < 4000; ++b) {
+    std::uint8_t v[8], s = 0;
+    fp4::quantize_block(99, b, scale, g, v, &s);
+    float x[16], amax = 0;
+    for (int j = 0; j < 16; ++j) {
+      x[j] = fp4::source_weight(99, b * 16 + static_cast<std::uint64_t>(j), scale);
+      BOOST_REQUIRE(x[j] != 0.0f);
+      BOOST_REQUIRE_LE(std::fabs(x[j]), fp4::kSourceHi * scale);
+      amax = std::max(amax, std::fabs(x[j]));
+    }
+    BOOST_REQUIRE_EQUAL(s, float_to_e4m3(amax / 6.0f / g));
+    int const a = static_cast<int>(
+        std::lround(std::log2(static_cast<double>(fp4::kSourceHi) * scale / amax)));
+    if (a >= 0 && a < fp4::kAmplitudeSteps)
+      ++amplitude_seen[static_cast<std::size_t>(a)];
+    float const step = fp4::e4m3_value(s) * g;
+    for (int j = 0; j < 16; ++j) {
+      unsigned const c = j % 2 ? v[j / 2] >> 4 : v[j / 2] & 0xFu;
+      BOOST_REQUIRE_EQUAL(c, fp4::e2m1_nearest(x[j] / step));
+      zeros += (c & 7u) == 0;
+      ++codes;
+    }
+  }
+  // Source magnitudes of at least 1/20 of the block's largest never round to zero.
+  BOOST_TEST(zeros == 0);
+  BOOST_TEST(codes == 64000);
+  for (int a = 0; a < fp4::kAmplitudeSteps; ++a)
+    BOOST_TEST(amplitude_seen[static_cast<std::size_t>(a)] > 300, "amplitude 2^-" << a);
+}
+
+BOOST_AUTO_TEST_CASE(the_quantizer_names_the_same_bits_for_a_seed_and_others_for_another) {
+  float const scale = 0.03f, g = fp4::global_scale(scale);
+  std::uint8_t v1[8], v2[8], v3[8], s1, s2, s3;
+  int differ = 0;
+  for (std::uint64_t b = 0; b < 64; ++b) {
+    fp4::quantize_block(7, b, scale, g, v1, &s1);
+    fp4::quantize_block(7, b, scale, g, v2, &s2);
+    fp4::quantize_block(8, b, scale, g, v3, &s3);
+    BOOST_REQUIRE(std::memcmp(v1, v2, 8) == 0 && s1 == s2);
+    differ += std::memcmp(v1, v3, 8) != 0;
+  }
+  BOOST_TEST(differ > 60);
+}
+
+BOOST_AUTO_TEST_CASE(the_split_fills_the_gpu_at_one_token_for_the_seed_shapes) {
+  using gemm::WeightFormat;
+  struct Case {
+    std::int64_t tiles, n, k;
+    WeightFormat f;
+    int ks;
+  };
+  // T = 1: one row tile per expert (8, 22, 16 experts); GEMM1 then GEMM2 of each shape.
+  Case const cases[] = {
+      {8, 1024, 6144, WeightFormat::kFp4, 4},  {8, 6144, 512, WeightFormat::kFp4, 2},
+      {22, 1280, 2048, WeightFormat::kFp4, 8}, {22, 2048, 1280, WeightFormat::kFp4, 2},
+      {16, 1024, 3584, WeightFormat::kFp4, 2}, {8, 1024, 6144, WeightFormat::kBf16, 4},
+      {22, 2048, 1280, WeightFormat::kBf16, 8}};
+  for (Case const& c : cases) {
+    gemm::DecodeSplit const s = gemm::plan_split(c.tiles, c.n, c.k, c.f, 132);
+    BOOST_TEST_CONTEXT("tiles " << c.tiles << " n " << c.n << " k " << c.k << " "
+                                << gemm::weight_format_name(c.f)) {
+      BOOST_TEST(s.ks == c.ks);
+      BOOST_TEST(s.groups * s.ks == gemm::DecodePolicy::kWarps);
+      BOOST_TEST(s.units == c.tiles * s.row_blocks);
+      BOOST_TEST(s.row_blocks * s.groups * gemm::DecodePolicy::kWarpRows >= c.n);
+      // The busiest CTA has at most 13% more than an even share (top-22's GEMM2: 352 units).
+      double const even = static_cast<double>(s.units) / 132.0;
+      BOOST_TEST(static_cast<double>(s.waves) <= std::max(1.0, even * 1.13));
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(the_split_is_the_cheapest_valid_one_and_a_forced_ks_is_obeyed) {
+  using gemm::WeightFormat;
+  for (std::int64_t tiles : {0, 1, 3, 8, 40, 200})
+    for (std::int64_t k : {128, 384, 512, 1280, 6144})
+      for (int forced : {0, 1, 2, 4, 8}) {
+        gemm::DecodeSplit const s =
+            gemm::plan_split(tiles, 1024, k, WeightFormat::kFp4, 132, forced);
+        std::int64_t const steps = k / 128;
+        if (forced > 0 && steps % forced != 0) {
+          BOOST_TEST(s.ks == 0);
+          continue;
+        }
+        BOOST_REQUIRE(s.ks >= 1);
+        BOOST_TEST(steps % s.ks == 0);
+        if (forced > 0)
+          BOOST_TEST(s.ks == forced);
+        BOOST_TEST(s.units == tiles * s.row_blocks);
+        BOOST_TEST(s.waves == (s.units + 131) / 132);
+      }
+}
+
+namespace {
+
+/// A one-expert, one-tile problem: a [16][k] activations, w [n][k] in both formats.
+struct Tiny {
+  std::int64_t n = 32, k = 128, rows = 16;
+  std::vector<std::uint16_t> a;
+  std::vector<std::uint16_t> wb;    // bf16
+  std::vector<std::uint8_t> wq, sq; // fp4
+  std::vector<float> global{0.5f};
+  std::vector<std::int32_t> cta{0}, total{16}, row_token;
+  std::vector<std::uint16_t> c;
+  Tiny()
+      : a(static_cast<std::size_t>(rows * k)), wb(static_cast<std::size_t>(n * k)),
+        wq(static_cast<std::size_t>(n * k / 2)), sq(static_cast<std::size_t>(n * k / 16)),
+        row_token(16, -1), c(static_cast<std::size_t>(rows * n), kBf16Poison) {
+    Rng rng(11);
+    for (auto& x : a)
+      x = float_to_bf16(static_cast<float>(rng.uniform(-1, 1)));
+    for (auto& x : wb)
+      x = float_to_bf16(static_cast<float>(rng.uniform(-1, 1)));
+    for (auto& x : wq)
+      x = static_cast<std::uint8_t>(rng.below(256));
+    for (auto& x : sq)
+      x = static_cast<std::uint8_t>(rng.below(0x7F)); // every finite positive byte
+    row_token[0] = 0;
+    row_token[1] = 3;
+    row_token[5] = 1;
+  }
+  gemm::DecodeGemmParams params(gemm::WeightFormat f) {
+    gemm::DecodeGemmParams p;
+    p.format = f;
+    p.gemm.a = a.data();
+    p.gemm.b = f == gemm::WeightFormat::kFp4 ? static_cast<void const*>(wq.data()) : wb.data();
+    p.gemm.c = c.data();
+    p.gemm.cta_to_expert = cta.data();
+    p.gemm.total_padded_rows = total.data();
+    p.gemm.row_token = row_token.data();
+    p.gemm.max_rows = rows;
+    p.gemm.n = n;
+    p.gemm.k = k;
+    p.gemm.ldc = n;
+    p.gemm.tile_m = 16;
+    p.gemm.num_local_experts = 1;
+    p.scales = sq.data();
+    p.global_scale = global.data();
+    return p;
+  }
+};
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(the_reference_dequantizes_fp4_and_writes_only_the_real_rows) {
+  Tiny t;
+  reference::GemmOracle oracle;
+  reference::decode_gemm(t.params(gemm::WeightFormat::kFp4), &oracle);
+  for (std::int64_t r = 0; r < t.rows; ++r)
+    for (std::int64_t j = 0; j < t.n; ++j) {
+      std::size_t const at = static_cast<std::size_t>(r * t.n + j);
+      if (t.row_token[static_cast<std::size_t>(r)] < 0) {
+        BOOST_REQUIRE_EQUAL(t.c[at], kBf16Poison);
+        BOOST_REQUIRE(std::isnan(oracle.exact[at]));
+        continue;
+      }
+      double sum = 0;
+      for (std::int64_t i = 0; i < t.k; ++i) {
+        std::uint8_t const byte = t.wq[static_cast<std::size_t>((j * t.k + i) / 2)];
+        unsigned const code = i % 2 ? byte >> 4 : byte & 0xFu;
+        double const w = static_cast<double>(fp4::e2m1_value(code)) *
+                         fp4::e4m3_value(t.sq[static_cast<std::size_t>((j * t.k + i) / 16)]);
+        sum += w * bf16_to_float(t.a[static_cast<std::size_t>(r * t.k + i)]);
+      }
+      sum *= 0.5;
+      BOOST_REQUIRE_CLOSE(oracle.exact[at], sum, 1e-9);
+      BOOST_REQUIRE_EQUAL(t.c[at], float_to_bf16(static_cast<float>(sum)));
+    }
+}
+
+BOOST_AUTO_TEST_CASE(the_check_passes_the_reference_and_fails_one_wrong_element) {
+  for (auto f : {gemm::WeightFormat::kBf16, gemm::WeightFormat::kFp4}) {
+    Tiny t;
+    reference::GemmOracle oracle;
+    reference::decode_gemm(t.params(f), &oracle);
+    reference::GemmCheck const ok = reference::check_gemm(t.c, t.n, t.n, oracle);
+    BOOST_TEST(ok.pass);
+    BOOST_TEST(ok.checked == 3 * t.n);
+    BOOST_TEST(ok.naive_err > 0.0); // the tolerance is never degenerate
+    BOOST_TEST(ok.tolerance < 0.02 * ok.peak);
+    // One output off by 2% of the peak fails, and is named.
+    std::vector<std::uint16_t> bad = t.c;
+    std::size_t const at = static_cast<std::size_t>(5 * t.n + 7);
+    bad[at] = float_to_bf16(bf16_to_float(bad[at]) + static_cast<float>(0.02 * ok.peak));
+    reference::GemmCheck const no = reference::check_gemm(bad, t.n, t.n, oracle);
+    BOOST_TEST(!no.pass);
+    BOOST_TEST(no.worst == static_cast<std::int64_t>(at));
+    // An unwritten (poisoned) real row fails.
+    std::vector<std::uint16_t> hole = t.c;
+    hole[static_cast<std::size_t>(t.n + 3)] = kBf16Poison;
+    BOOST_TEST(!reference::check_gemm(hole, t.n, t.n, oracle).pass);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(the_reference_rejects_bad_params_naming_the_field) {
+  Tiny t;
+  auto p = t.params(gemm::WeightFormat::kFp4);
+  p.scales = nullptr;
+  BOOST_CHECK_THROW(reference::decode_gemm(p), InputError);
+  p = t.params(gemm::WeightFormat::kFp4);
+  t.cta[0] = 1;
+  BOOST_CHECK_THROW(reference::decode_gemm(p), InputError);
+  t.cta[0] = 0;
+  p.gemm.k = 120;
+  BOOST_CHECK_THROW(reference::decode_gemm(p), InputError);
+}
+
+BOOST_AUTO_TEST_CASE(variant_and_format_names_round_trip) {
+  for (auto v : {gemm::Variant::kTiled, gemm::Variant::kSplitK}) {
+    gemm::Variant back{};
+    BOOST_TEST(gemm::parse_variant(gemm::variant_name(v), &back));
+    BOOST_TEST(static_cast<int>(back) == static_cast<int>(v));
+  }
+  for (auto f : {gemm::WeightFormat::kBf16, gemm::WeightFormat::kFp4}) {
+    gemm::WeightFormat back{};
+    BOOST_TEST(gemm::parse_weight_format(gemm::weight_format_name(f), &back));
+    BOOST_TEST(static_cast<int>(back) == static_cast<int>(f));
+  }
+  BOOST_TEST(!gemm::parse_variant("warp", nullptr));
+  BOOST_TEST(!gemm::parse_weight_format("nvfp4", nullptr));
+}
