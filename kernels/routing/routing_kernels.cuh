@@ -7,6 +7,7 @@
 
 #include "kernels/common/pdl_stage.cuh"
 #include "kernels/routing/routing.hpp"
+#include "kernels/routing/routing_device.cuh"
 
 #include <cuda_bf16.h>
 
@@ -15,35 +16,6 @@
 namespace moefin::routing {
 
 inline constexpr int kMaskWords = Policy::kMaxTokens / 32;
-
-struct Candidate {
-  float score;
-  std::int32_t id;
-};
-
-/// The selection order of the contract: larger score first, ties to the lower expert id.
-__device__ __forceinline__ bool better(Candidate a, Candidate b) {
-  return a.score > b.score || (a.score == b.score && a.id < b.id);
-}
-
-__device__ __forceinline__ Candidate warp_best(Candidate c) {
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) {
-    Candidate o;
-    o.score = __shfl_xor_sync(0xffffffffu, c.score, off);
-    o.id = __shfl_xor_sync(0xffffffffu, c.id, off);
-    if (better(o, c))
-      c = o;
-  }
-  return c;
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1)
-    v += __shfl_xor_sync(0xffffffffu, v, off);
-  return v;
-}
 
 /// Top-K of token t by the calling warp: writes expert ids and weights and sets the token's bit
 /// in the masks of its local experts. The token's scores are staged once in `v` (the warp's
@@ -81,31 +53,17 @@ __device__ void select_token(RoutingParams const& p, std::int64_t t, std::uint32
     if (k == 0)
       top = best.score;
   }
-  // Softmax denominators: over every expert, and over the K selected.
-  float all = 0.0f;
+  finish_token(
+      p, t, mine, top,
+      [&] {
+        float all = 0.0f;
 #pragma unroll
-  for (int j = 0; j < kPerLane; ++j)
-    if (lane + 32 * j < E)
-      all += expf(v[lane + 32 * j] - top);
-  all = warp_sum(all);
-  float const e_mine = lane < K ? expf(mine.score - top) : 0.0f;
-  float const sel = warp_sum(e_mine);
-  float w = 0.0f;
-  if (p.method == Method::kTopKSoftmax || p.renormalize)
-    w = e_mine / sel;
-  else
-    w = e_mine / all;
-  if (lane < K) {
-    std::int64_t const e = t * K + lane;
-    p.expert_ids[e] = mine.id;
-    if (p.weight_type == finalize::WeightType::kFp32)
-      static_cast<float*>(p.expert_weights)[e] = w;
-    else
-      static_cast<__nv_bfloat16*>(p.expert_weights)[e] = __float2bfloat16_rn(w);
-    std::int64_t const local = mine.id - p.local_expert_begin;
-    if (local >= 0 && local < p.num_local_experts)
-      atomicOr(&masks[local * kMaskWords + (t >> 5)], 1u << (t & 31));
-  }
+        for (int j = 0; j < kPerLane; ++j)
+          if (lane + 32 * j < E)
+            all += expf(v[lane + 32 * j] - top);
+        return all;
+      },
+      masks, kMaskWords);
 }
 
 /// Reads a mask word written by other CTAs (L2, not a possibly stale L1 line) or by this one.

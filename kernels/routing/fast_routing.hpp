@@ -1,0 +1,39 @@
+#pragma once
+// routing::run_fast — routing for decode batches (T <= 32) whose layout is built by every
+// thread of the CTA, not by a serial pass. Host-visible header: no CUDA includes.
+//
+// One CTA of max(8, T) warps. Each warp selects one token's top-K from its scores held in
+// registers: K passes of a warp-wide max of (score, expert) keys (two redux.sync each), only
+// the winning lane rescans its few candidates. The layout (DESIGN.md section 1: experts
+// ascending, tokens ascending inside an expert, tile padding, inverse maps) then comes from
+// per-expert token bitmasks (one word per expert): counts by popcount, the tile-padded offsets
+// by a block-wide scan (warp shuffles, then one warp over the warp totals), and each row's
+// place inside its expert by a popcount of the lower tokens' bits. The arrays are bitwise those
+// of routing::run (same selection, same fp32 weight arithmetic). PDL as routing::run: waits
+// before its first read; Trigger::kDefault = after the wait, before the writes.
+
+#include "kernels/common/pdl_knobs.hpp"
+#include "kernels/routing/routing_params.hpp"
+
+#include <cstdint>
+
+struct CUstream_st;
+
+namespace moefin::routing {
+
+struct FastPolicy {
+  static constexpr int kMaxTokens = 32;    // one warp per token, one mask word per expert
+  static constexpr int kMinWarps = 8;      // the layout's threads, whatever T
+  static constexpr int kMaxExperts = 1024; // 32 scores per lane in registers
+  static constexpr int kMaxTopK = 32;      // one selection per lane
+};
+
+/// True when run_fast takes p (T, E and K within FastPolicy).
+bool fast_supports(RoutingParams const& p);
+/// routing::validate plus FastPolicy's limits; throws InputError naming the field.
+void validate_fast(RoutingParams const& p);
+/// Threads of the CTA run_fast launches for p.
+int fast_threads(RoutingParams const& p);
+void run_fast(RoutingParams const& p, PdlKnobs const& knobs, CUstream_st* stream);
+
+} // namespace moefin::routing

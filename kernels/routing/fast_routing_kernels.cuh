@@ -1,0 +1,192 @@
+#pragma once
+// The decode routing kernel of kernels/routing/fast_routing.hpp.
+
+#include "kernels/common/pdl_stage.cuh"
+#include "kernels/routing/fast_routing.hpp"
+#include "kernels/routing/routing_device.cuh"
+
+#include <cstdint>
+
+namespace moefin::routing {
+
+namespace fast {
+
+/// An unsigned key ordered as the float (larger score, larger key); -0 is +0, as a float
+/// comparison has it. Every finite score maps above 0, which stands for "no candidate".
+__device__ __forceinline__ std::uint32_t ordered(float f) {
+  std::uint32_t u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) == 0)
+    u = 0;
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+__device__ __forceinline__ float unordered(std::uint32_t key) {
+  return __uint_as_float((key & 0x80000000u) ? (key & 0x7fffffffu) : ~key);
+}
+
+__device__ __forceinline__ std::uint32_t warp_max(std::uint32_t v) {
+  std::uint32_t r;
+  asm volatile("redux.sync.max.u32 %0, %1, 0xffffffff;" : "=r"(r) : "r"(v));
+  return r;
+}
+
+} // namespace fast
+
+/// kPer scores per lane (expert lane + 32 j). Dynamic shared memory: the token masks [L], the
+/// offsets [L + 1], the selected experts [T K] and the warp totals of the scan [32].
+template <int kPer>
+__global__ void __launch_bounds__(1024) routing_fast_kernel(RoutingParams p, PdlDevice k) {
+  extern __shared__ std::uint32_t smem[];
+  int const L = static_cast<int>(p.num_local_experts);
+  int const E = static_cast<int>(p.num_experts);
+  int const K = static_cast<int>(p.top_k);
+  int const T = static_cast<int>(p.num_tokens);
+  int const tile = static_cast<int>(p.tile);
+  int const begin = static_cast<int>(p.local_expert_begin);
+  std::uint32_t* const masks = smem;
+  auto* const offs = reinterpret_cast<std::int32_t*>(masks + L);
+  std::int32_t* const sel = offs + L + 1;
+  std::int32_t* const part = sel + T * K;
+  int const tid = threadIdx.x, nt = blockDim.x, lane = tid & 31, warp = tid >> 5;
+  int const warps = nt / 32;
+
+  pdl_enter(k);
+  for (int i = tid; i < L; i += nt)
+    masks[i] = 0;
+  pdl_wait_point(k);
+  __syncthreads();
+
+  if (warp < T) {
+    std::int64_t const t = warp;
+    float const* s = p.scores + t * p.num_experts;
+    float v[kPer];
+    std::uint32_t avail = 0; // bit j: expert lane + 32 j not selected yet
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+      bool const in = lane + 32 * j < E;
+      v[j] = in ? s[lane + 32 * j] : 0.0f;
+      avail |= in ? 1u << j : 0u;
+    }
+    // This lane's best remaining candidate (ties to the lower j, i.e. the lower expert id).
+    std::uint32_t bkey = 0;
+    int bj = 0;
+    auto rescan = [&]() {
+      bkey = 0;
+#pragma unroll
+      for (int j = 0; j < kPer; ++j) {
+        std::uint32_t const key = (avail >> j) & 1u ? fast::ordered(v[j]) : 0u;
+        if (key > bkey) {
+          bkey = key;
+          bj = j;
+        }
+      }
+    };
+    rescan();
+    Candidate mine{-INFINITY, -1};
+    float top = 0.0f;
+    for (int kk = 0; kk < K; ++kk) {
+      // The warp's largest key, then among the lanes holding it the lowest expert id.
+      std::uint32_t const best = fast::warp_max(bkey);
+      std::uint32_t const low = fast::warp_max(bkey == best ? 1024u - (lane + 32 * bj) : 0u);
+      int const id = 1024 - static_cast<int>(low);
+      float const score = fast::unordered(best);
+      if (lane == kk)
+        mine = Candidate{score, id};
+      if (kk == 0)
+        top = score;
+      if ((id & 31) == lane) {
+        avail &= ~(1u << (id >> 5));
+        rescan();
+      }
+    }
+    finish_token(
+        p, t, mine, top,
+        [&] {
+          float all = 0.0f;
+#pragma unroll
+          for (int j = 0; j < kPer; ++j)
+            if (lane + 32 * j < E)
+              all += expf(v[j] - top);
+          return all;
+        },
+        masks, 1);
+    if (lane < K)
+      sel[t * K + lane] = mine.id;
+  }
+  __syncthreads();
+
+  // Tile-padded sizes of this thread's contiguous experts, then a block-wide exclusive scan.
+  int const per = (L + nt - 1) / nt;
+  int const x0 = min(L, tid * per), x1 = min(L, x0 + per);
+  auto padded = [&](int c) { return (c + tile - 1) / tile * tile; };
+  int sum = 0;
+  for (int x = x0; x < x1; ++x)
+    sum += padded(__popc(masks[x]));
+  int incl = sum;
+#pragma unroll
+  for (int off = 1; off < 32; off <<= 1) {
+    int const y = __shfl_up_sync(0xffffffffu, incl, off);
+    if (lane >= off)
+      incl += y;
+  }
+  if (lane == 31)
+    part[warp] = incl;
+  __syncthreads();
+  if (warp == 0) {
+    int w = lane < warps ? part[lane] : 0;
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+      int const y = __shfl_up_sync(0xffffffffu, w, off);
+      if (lane >= off)
+        w += y;
+    }
+    part[lane] = w;
+  }
+  __syncthreads();
+  int const total = part[warps - 1];
+  int run = (warp > 0 ? part[warp - 1] : 0) + incl - sum;
+  // Every element of every output array is written exactly once, so no barrier is needed
+  // between the fills and the scatter below.
+  for (int x = x0; x < x1; ++x) {
+    int const c = __popc(masks[x]);
+    int const size = padded(c);
+    offs[x] = run;
+    p.expert_counts[x] = c;
+    p.expert_offsets[x] = run;
+    for (int r = run; r < run + size; r += tile)
+      p.cta_to_expert[r / tile] = x;
+    for (int r = run + c; r < run + size; ++r) {
+      p.permuted_to_token[r] = -1;
+      p.permuted_to_expanded[r] = -1;
+    }
+    run += size;
+  }
+  if (tid == 0) {
+    offs[L] = total;
+    p.expert_offsets[L] = total;
+    *p.total_padded_rows = total;
+  }
+  int const tiles = static_cast<int>(p.max_padded_rows / tile);
+  for (int i = total / tile + tid; i < tiles; i += nt)
+    p.cta_to_expert[i] = -1;
+  for (std::int64_t r = total + tid; r < p.max_padded_rows; r += nt) {
+    p.permuted_to_token[r] = -1;
+    p.permuted_to_expanded[r] = -1;
+  }
+  __syncthreads(); // offs of every expert
+  for (int e = tid; e < T * K; e += nt) {
+    int const x = sel[e] - begin;
+    if (x < 0 || x >= L) {
+      p.expanded_to_permuted[e] = -1;
+      continue;
+    }
+    int const t = e / K;
+    int const row = offs[x] + __popc(masks[x] & ((1u << t) - 1u));
+    p.expanded_to_permuted[e] = row;
+    p.permuted_to_token[row] = t;
+    p.permuted_to_expanded[row] = e;
+  }
+  pdl_exit(k);
+}
+
+} // namespace moefin::routing

@@ -1,0 +1,20 @@
+// Host half of the decode routing dispatcher: what it takes and its launch size, without CUDA,
+// so that the experiments' registry and unit tests need no GPU build.
+
+#include "kernels/routing/fast_routing.hpp"
+
+#include <algorithm>
+
+namespace moefin::routing {
+
+bool fast_supports(RoutingParams const& p) {
+  return p.num_tokens >= 1 && p.num_tokens <= FastPolicy::kMaxTokens && p.num_experts >= 1 &&
+         p.num_experts <= FastPolicy::kMaxExperts && p.top_k >= 1 &&
+         p.top_k <= FastPolicy::kMaxTopK;
+}
+
+int fast_threads(RoutingParams const& p) {
+  return 32 * std::max<int>(FastPolicy::kMinWarps, static_cast<int>(p.num_tokens));
+}
+
+} // namespace moefin::routing
