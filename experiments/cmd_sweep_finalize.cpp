@@ -23,6 +23,7 @@
 
 #ifdef MOEFIN_HAVE_CUDA
 #include "experiments/finalize_device.hpp"
+#include "experiments/graph_timing.hpp"
 #include "kernels/common/bench_kernels.hpp"
 #endif
 
@@ -100,30 +101,8 @@ std::string mode_key(Shape const& s, std::string const& mode, std::string const&
 #ifdef MOEFIN_HAVE_CUDA
 namespace {
 
-/// Graphs timed in interleaved rounds: a warm-up replay of each, then `rounds` rounds in which
-/// every graph is replayed once, starting one later each round. Returns milliseconds
-/// [graph][round].
-std::vector<std::vector<double>> time_rounds(std::vector<dev::Graph> const& graphs, int rounds,
-                                             dev::Stream const& s, dev::Event const& a,
-                                             dev::Event const& b) {
-  for (auto const& g : graphs)
-    g.launch(s.get());
-  s.sync();
-  std::vector<std::vector<double>> ms(graphs.size());
-  for (int r = 0; r < rounds; ++r)
-    for (std::size_t j = 0; j < graphs.size(); ++j) {
-      std::size_t const g = (j + static_cast<std::size_t>(r)) % graphs.size();
-      ms[g].push_back(graphs[g].time_ms(s.get(), a, b));
-    }
-  return ms;
-}
-
-std::vector<double> per_launch_us(std::vector<double> const& ms, int launches) {
-  std::vector<double> us;
-  for (double m : ms)
-    us.push_back(m * 1e3 / launches);
-  return us;
-}
+using dev::per_launch_us;
+using dev::time_rounds;
 
 /// Mode b: (pair - producer alone) per round, per launch.
 std::vector<double> minus(std::vector<double> const& a, std::vector<double> const& b) {
@@ -157,20 +136,11 @@ public:
   void measure_copy_bandwidth() {
     auto table = file_.table("copy_bandwidth", fin::copy_bandwidth_columns(),
                              "device-to-device cudaMemcpy, bytes read plus written");
-    std::size_t const bytes = std::size_t(256) << 20;
-    int const copies = 8;
-    dev::Buffer src(bytes), dst(bytes);
-    src.fill(0x3c, s_.get());
-    s_.sync();
-    std::vector<dev::Graph> g;
-    g.emplace_back(s_.get(), [&] {
-      for (int i = 0; i < copies; ++i)
-        MOEFIN_CUDA_CHECK(
-            cudaMemcpyAsync(dst.get(), src.get(), bytes, cudaMemcpyDeviceToDevice, s_.get()));
-    });
-    auto const us = per_launch_us(time_rounds(g, c_.rounds, s_, e0_, e1_)[0], copies);
+    dev::CopyBandwidth const copy = dev::measure_copy_bandwidth(c_.rounds, s_, e0_, e1_);
+    std::size_t const bytes = copy.bytes;
+    auto const& us = copy.us;
     double const med = stats::median(us);
-    copy_gbps_ = 2.0 * static_cast<double>(bytes) / (med * 1e3);
+    copy_gbps_ = copy.gbps;
     std::string const key = "bytes=" + std::to_string(bytes);
     if (!table.has(key)) {
       h5::Row row;
@@ -179,7 +149,7 @@ public:
           .set("median_us", med)
           .set("min_us", *std::min_element(us.begin(), us.end()))
           .set("rounds", c_.rounds)
-          .set("launches", copies);
+          .set("launches", copy.copies);
       table.append(key, row, us);
     }
     std::printf("copy bandwidth: %.0f GB/s (256 MiB device-to-device, read + write)\n", copy_gbps_);

@@ -22,6 +22,10 @@ std::vector<Command> const& commands() {
       {"race", "layer chain: the race matrix of PDL trigger placements and delays", cmd::race},
       {"sweep layer", "layer chain: whole-layer time, new vs previous finalize and placements",
        cmd::sweep_layer},
+      {"sweep gemm", "decode GEMMs alone: bf16 and fp4 weights vs the copy bandwidth (GPU)",
+       cmd::sweep_gemm},
+      {"sweep routing", "routing implementations side by side at decode token counts (GPU)",
+       cmd::sweep_routing},
       {"pdl-probe", "producer/middle/consumer chains of DESIGN.md 3: stale reads on this GPU",
        cmd::pdl_probe},
   };

@@ -18,6 +18,8 @@ int sweep_finalize(cli::Args const& args);
 int equivalence(cli::Args const& args);
 int race(cli::Args const& args);
 int sweep_layer(cli::Args const& args);
+int sweep_gemm(cli::Args const& args);
+int sweep_routing(cli::Args const& args);
 int pdl_probe(cli::Args const& args);
 
 } // namespace moefin::cmd

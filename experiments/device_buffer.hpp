@@ -107,12 +107,15 @@ private:
   cudaEvent_t e_ = nullptr;
 };
 
-/// An instantiated CUDA graph captured from the work `body` enqueues on a stream.
+/// An instantiated CUDA graph captured from the work `body` enqueues on a stream. Kernels that
+/// set their function attributes at launch (set_shared_memory) need `relaxed` capture, as the
+/// chain's graphs do.
 class Graph {
 public:
   Graph() = default;
-  Graph(cudaStream_t s, std::function<void()> const& body) {
-    MOEFIN_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  Graph(cudaStream_t s, std::function<void()> const& body, bool relaxed = false) {
+    MOEFIN_CUDA_CHECK(cudaStreamBeginCapture(s, relaxed ? cudaStreamCaptureModeRelaxed
+                                                        : cudaStreamCaptureModeThreadLocal));
     try {
       body();
     } catch (...) {

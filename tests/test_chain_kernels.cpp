@@ -6,6 +6,7 @@
 #include "core/chain/shape.hpp"
 #include "core/chain/verifier_chain.hpp"
 #include "core/routing.hpp"
+#include "experiments/routing_arrays.hpp"
 #include "kernels/activation/activation.hpp"
 #include "kernels/gemm/gemm.hpp"
 #include "kernels/permute/permute.hpp"
@@ -29,44 +30,11 @@ struct Kokkos {
 };
 BOOST_TEST_GLOBAL_FIXTURE(Kokkos);
 
-std::int64_t capacity(std::int64_t tk, std::int64_t local, std::int64_t tile) {
-  std::int64_t const bound = tk + std::min(tk, local) * (tile - 1);
-  return (bound + tile - 1) / tile * tile;
-}
-
-/// Host arrays of one routing's outputs, and params pointing at them.
-struct HostRouting {
-  std::vector<std::int32_t> ids, e2p, p2t, p2e, counts, offsets, cta, total;
-  std::vector<std::uint16_t> weights;
-  routing::RoutingParams p;
-  HostRouting(routing::RoutingParams shape, float const* scores)
-      : ids(shape.num_tokens * shape.top_k), e2p(ids.size()), p2t(shape.max_padded_rows),
-        p2e(p2t.size()), counts(shape.num_local_experts), offsets(counts.size() + 1),
-        cta(shape.max_padded_rows / shape.tile), total(1), weights(ids.size()), p(shape) {
-    p.scores = scores;
-    p.expert_ids = ids.data();
-    p.expert_weights = weights.data();
-    p.expanded_to_permuted = e2p.data();
-    p.permuted_to_token = p2t.data();
-    p.permuted_to_expanded = p2e.data();
-    p.expert_counts = counts.data();
-    p.expert_offsets = offsets.data();
-    p.cta_to_expert = cta.data();
-    p.total_padded_rows = total.data();
-  }
-};
+using routing_arrays::HostRouting;
 
 routing::RoutingParams routing_shape(std::int64_t T, std::int64_t E, std::int64_t K,
                                      std::int64_t tile, std::int64_t begin, std::int64_t local) {
-  routing::RoutingParams p;
-  p.num_tokens = T;
-  p.num_experts = E;
-  p.top_k = K;
-  p.local_expert_begin = begin;
-  p.num_local_experts = local;
-  p.tile = tile;
-  p.max_padded_rows = capacity(T * K, local, tile);
-  return p;
+  return routing_arrays::shape(T, E, K, tile, begin, local);
 }
 
 /// Runs the CUDA routing and the reference on the same scores and compares every output.

@@ -18,4 +18,10 @@ void launch_empty(CUstream_st* stream, bool pdl);
 void launch_copy_producer(void* dst, void const* src, std::size_t bytes, int max_ctas,
                           CUstream_st* stream);
 
+/// A memory-bound reader: reads `bytes` (a multiple of 64, src 16-byte aligned) with 128-bit
+/// streaming loads, four in flight per thread, over SMs x 4 CTAs of 256 threads; writes one word
+/// to `sink` only if the data XORs to a value that random data never gives (so the loads stay).
+/// The ceiling of a kernel that only reads, beside the copy bandwidth.
+void launch_read_stream(void const* src, std::size_t bytes, unsigned* sink, CUstream_st* stream);
+
 } // namespace moefin::bench

@@ -1,0 +1,25 @@
+#pragma once
+// The tables of `moefin sweep gemm` and `moefin sweep routing` (/gemm_sweep, /gemm_check,
+// /routing_sweep, /routing_check): their columns and printed forms, rendered from a result file
+// so that a committed file prints the same tables anywhere (no GPU needed).
+
+#include "core/h5store.hpp"
+
+#include <iosfwd>
+#include <vector>
+
+namespace moefin::gemm_tables {
+
+std::vector<h5::Column> gemm_sweep_columns();
+std::vector<h5::Column> gemm_check_columns();
+std::vector<h5::Column> bandwidth_columns(); // /copy_bandwidth and /read_bandwidth of this sweep
+std::vector<h5::Column> routing_sweep_columns();
+std::vector<h5::Column> routing_check_columns();
+
+/// Per (shape, GEMM, T): time, GB/s and share of the copy bandwidth of every (format, variant,
+/// mode), and the splitk/tiled speedup; then the check rows.
+void print_gemm_tables(h5::ResultReader const& file, std::ostream& os);
+/// Per (shape, T): time of every routing implementation, and the check rows.
+void print_routing_tables(h5::ResultReader const& file, std::ostream& os);
+
+} // namespace moefin::gemm_tables
