@@ -94,11 +94,13 @@ def min_bytes(h, t, k, w, valid_rows):
 
 
 class TableWriter:
-    """Appends rows to a moefin table group (kind "table"), flushing after each row."""
+    """Appends rows to a moefin table group (kind "table"), flushing after each row; `fields` are
+    the table's columns in moefin's order (default: /finalize_sweep's)."""
 
-    def __init__(self, f, group, description):
+    def __init__(self, f, group, description, fields=None):
         self.f = f
-        self.dtype = np.dtype(STORE_FIELDS + SWEEP_FIELDS)
+        self.fields = fields if fields is not None else SWEEP_FIELDS
+        self.dtype = np.dtype(STORE_FIELDS + self.fields)
         if group in f:
             g = f[group]
             have = g["table"].dtype
@@ -132,7 +134,7 @@ class TableWriter:
         row["key"] = key.encode()
         row["sample_offset"] = off
         row["sample_count"] = len(samples)
-        for name, _ in SWEEP_FIELDS:
+        for name, _ in self.fields:
             v = values[name]
             row[name] = v.encode() if isinstance(v, str) else v
         n = self.table.shape[0]
