@@ -3,6 +3,7 @@
 # .deps/prefix (dpkg -x, never into /), then configures and builds moefin for sm_90 into
 # build-device. Prints the environment line to source before running the binary.
 #   device call:  scripts/device_build.sh && <your commands>      (carry: .deps)
+# MOEFIN_BUILD_TARGETS limits the build to some targets.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 prefix=$PWD/.deps/prefix
@@ -24,5 +25,9 @@ if [[ ! -f $build/CMakeCache.txt ]]; then
     -DCMAKE_BUILD_RPATH="$prefix/usr/lib/x86_64-linux-gnu" \
     ${MOEFIN_CMAKE_ARGS:-} > "$build.configure.log" 2>&1 || { cat "$build.configure.log"; exit 1; }
 fi
-cmake --build "$build" -j"$(nproc)" > "$build.build.log" 2>&1 || { tail -60 "$build.build.log"; exit 1; }
+# MOEFIN_BUILD_TARGETS (space-separated) builds only those targets, e.g. "moefin test_decode_gpu".
+targets=()
+for t in ${MOEFIN_BUILD_TARGETS:-}; do targets+=(--target "$t"); done
+cmake --build "$build" -j"$(nproc)" "${targets[@]}" > "$build.build.log" 2>&1 ||
+  { tail -60 "$build.build.log"; exit 1; }
 echo "device_build: built $build/moefin"

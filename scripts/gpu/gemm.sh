@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# The decode GEMM and routing runs on the GPU machine, from the repository root (carry: .deps).
+# About 4 minutes (build ~1.5, tests ~0.5, routing ~0.3, GEMMs ~1, torch peer ~1). In $OUT:
+#   gemm_log.txt       everything printed, a line "done: PHASE" per finished phase, the GPU
+#   ctest_gpu.txt      test_decode_gpu (split-K GEMM vs the Kokkos reference for bf16 and fp4,
+#                      every e2m1 code and e4m3 scale dequantized exactly, the device quantizer
+#                      bit for bit its host twin, the decode routing bitwise the block kernel and
+#                      its layout the reference, the PDL knobs) and test_chain_kernels
+#   routing_sweep.h5   moefin sweep routing: block vs fast routing, T = 1..16, the three shapes
+#   gemm_sweep.h5      moefin sweep gemm: GEMM1/GEMM2 x bf16/fp4 x tiled/splitk x isolated/pdl,
+#                      T = 1..16, the three shapes, checked first, with the copy and read
+#                      bandwidth of the same run
+#   layer_peer.h5      experiments/peers_layer_torch.py: the PyTorch whole layer, /layer_sweep
+#   summary.txt        the tables of the three files (printed last as well)
+# Budget: GEMM_BUDGET_S seconds (default 240) for the whole call; a phase that does not fit is
+# skipped and says so. GEMM_PHASES selects phases (default: build test routing gemm peer).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+out=${OUT:-out/gemm}
+budget=${GEMM_BUDGET_S:-240}
+phases=${GEMM_PHASES:-build test routing gemm peer}
+mkdir -p "$out"
+log=$out/gemm_log.txt
+touch "$log"
+say() { echo "[gemm $(date -u +%H:%M:%S) +${SECONDS}s] $*" | tee -a "$log"; }
+left() { echo $((budget - SECONDS)); }
+mark_done() { echo "done: $1" >> "$log"; }
+prefix=$PWD/.deps/prefix
+export LD_LIBRARY_PATH=$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+bin=build-device/moefin
+say "phases: $phases; budget ${budget}s"
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader >> "$log" 2>&1
+
+# run PHASE NEED_S CMD...: runs CMD with what is left of the budget, or skips it.
+run() {
+  local phase=$1 need=$2
+  shift 2
+  if (($(left) < need)); then
+    say "$phase: $(left)s left, needs ~${need}s: skipped"
+    return 2
+  fi
+  say "$phase: $*"
+  timeout --signal=INT $(($(left) - 5)) "$@" >> "$log" 2>&1
+  local rc=$?
+  say "$phase: exit $rc"
+  return $rc
+}
+
+for phase in $phases; do
+  case $phase in
+  build)
+    say "build: scripts/device_build.sh (moefin, test_decode_gpu, test_chain_kernels)"
+    if MOEFIN_BUILD_TARGETS="moefin test_decode_gpu test_chain_kernels" \
+        scripts/device_build.sh >> "$log" 2>&1; then mark_done build; else
+      say "build FAILED (log above)"; exit 1; fi
+    ;;
+  test)
+    (($(left) < 60)) && { say "test: skipped (budget)"; continue; }
+    say "test: ctest -R 'test_decode_gpu|test_chain_kernels'"
+    (cd build-device && timeout $(($(left) - 5)) ctest -R 'test_decode_gpu|test_chain_kernels' \
+      --output-on-failure) > "$out/ctest_gpu.txt" 2>&1
+    rc=$?
+    tail -6 "$out/ctest_gpu.txt" | tee -a "$log"
+    ((rc == 0)) && mark_done test
+    ;;
+  routing)
+    run routing 30 "$bin" sweep routing --out "$out/routing_sweep.h5" && mark_done routing
+    ;;
+  gemm)
+    run gemm 60 "$bin" sweep gemm --out "$out/gemm_sweep.h5" \
+      --max-minutes "$(awk "BEGIN {print ($(left) - 20) / 60}")" && mark_done gemm
+    ;;
+  peer)
+    run peer 30 env PYTHONUNBUFFERED=1 python3 experiments/peers_layer_torch.py \
+      --out "$out/layer_peer.h5" --max-minutes "$(awk "BEGIN {print ($(left) - 20) / 60}")" &&
+      mark_done peer
+    ;;
+  *)
+    say "unknown phase '$phase'"
+    ;;
+  esac
+done
+{
+  [[ -f $out/routing_sweep.h5 ]] && "$bin" sweep routing --print "$out/routing_sweep.h5"
+  [[ -f $out/gemm_sweep.h5 ]] && "$bin" sweep gemm --print "$out/gemm_sweep.h5"
+  [[ -f $out/layer_peer.h5 ]] && "$bin" sweep layer --print "$out/layer_peer.h5" | tail -20
+} > "$out/summary.txt" 2>&1
+say "finished; done: $(sed -n 's/^done: //p' "$log" | tr '\n' ' ')"
+tail -c 9000 "$out/summary.txt"

@@ -1,0 +1,346 @@
+// The split-K decode GEMM (bf16 and fp4 weights), the device fp4 generator and the decode
+// routing kernel against their references and host twins (gpu label).
+#include "tests/gpu_main.hpp"
+
+#include "core/bf16.hpp"
+#include "core/chain_config.hpp"
+#include "core/fp4.hpp"
+#include "core/rng.hpp"
+#include "experiments/decode_problem.hpp"
+#include "experiments/routing_arrays.hpp"
+#include "kernels/gemm/decode.hpp"
+#include "kernels/routing/fast_routing.hpp"
+#include "kernels/routing/routing.hpp"
+#include "reference/decode_gemm.hpp"
+#include "reference/kokkos_env.hpp"
+#include "reference/routing.hpp"
+#include "tests/chain_device.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <set>
+
+using namespace moefin;
+using gemm::WeightFormat;
+using test::DeviceBuffer;
+
+namespace {
+
+struct Kokkos {
+  reference::KokkosSession session;
+};
+BOOST_TEST_GLOBAL_FIXTURE(Kokkos);
+
+/// Runs `p` and returns the output, poisoned before the launch.
+std::vector<std::uint16_t> run_on(gemm::DecodeGemmParams const& p, gemm::Variant v,
+                                  gemm::DecodeOptions const& o, DeviceBuffer& c) {
+  c.poison();
+  gemm::run_decode(p, v, o, nullptr);
+  MOEFIN_CUDA_CHECK(cudaDeviceSynchronize());
+  return c.download<std::uint16_t>();
+}
+
+gemm::DecodeOptions plain(int split_k = 0) {
+  gemm::DecodeOptions o;
+  o.pdl.pdl = false;
+  o.split_k = split_k;
+  return o;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(the_device_quantizer_writes_the_host_twins_bits) {
+  for (auto [experts, n, k] : {std::tuple<int, int, int>{3, 64, 512}, {2, 1024, 6144}}) {
+    std::uint64_t const seed = 1000 + static_cast<std::uint64_t>(k);
+    decode_bench::ExpertWeights const w(WeightFormat::kFp4, experts, n, k, seed);
+    std::vector<std::int32_t> all;
+    for (int e = 0; e < experts; ++e)
+      all.push_back(e);
+    decode_bench::HostWeights const h = w.download(all);
+    float const scale = 1.0f / std::sqrt(static_cast<float>(k));
+    float const g = fp4::global_scale(scale);
+    for (float got : h.global)
+      BOOST_REQUIRE_EQUAL(got, g);
+    std::int64_t const blocks = static_cast<std::int64_t>(experts) * n * k / fp4::kBlock;
+    // Every block of the small tensor, 20000 random ones of the large.
+    Rng rng(seed);
+    std::int64_t const checks = blocks <= 20000 ? blocks : 20000;
+    for (std::int64_t i = 0; i < checks; ++i) {
+      std::uint64_t const b = blocks <= 20000 ? static_cast<std::uint64_t>(i)
+                                              : rng.below(static_cast<std::uint64_t>(blocks));
+      std::uint8_t v[8], s = 0;
+      fp4::quantize_block(seed, b, scale, g, v, &s);
+      BOOST_REQUIRE_EQUAL(s, h.scales[b]);
+      BOOST_REQUIRE(std::memcmp(v, h.values.data() + b * 8, 8) == 0);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(splitk_dequantizes_every_code_and_scale_byte_exactly) {
+  // One expert, one tile of 16 real rows; row r of a is one-hot at k = i_r, so output (r, j) is
+  // bf16(g * e2m1 * e4m3) of weight (j, i_r): the dequantization is exact, so the comparison is.
+  std::int64_t const n = 256, k = 4096;
+  std::vector<std::uint8_t> values(static_cast<std::size_t>(n * k / 2)),
+      scales(static_cast<std::size_t>(n * k / 16));
+  auto code_of = [&](std::int64_t j, std::int64_t i) {
+    return static_cast<unsigned>((j + 3 * i) % 16);
+  };
+  auto scale_of = [&](std::int64_t j, std::int64_t b) {
+    return static_cast<std::uint8_t>((j * 7 + b * 3) % 127); // every finite positive byte
+  };
+  for (std::int64_t j = 0; j < n; ++j)
+    for (std::int64_t i = 0; i < k; i += 2)
+      values[static_cast<std::size_t>((j * k + i) / 2)] =
+          static_cast<std::uint8_t>(code_of(j, i) | (code_of(j, i + 1) << 4));
+  for (std::int64_t j = 0; j < n; ++j)
+    for (std::int64_t b = 0; b < k / 16; ++b)
+      scales[static_cast<std::size_t>(j * (k / 16) + b)] = scale_of(j, b);
+  std::vector<float> const global{0.375f};
+  std::vector<std::int32_t> const cta{0}, total{16};
+  std::vector<std::int32_t> row_token(16);
+  for (int r = 0; r < 16; ++r)
+    row_token[static_cast<std::size_t>(r)] = r;
+  DeviceBuffer d_v(values), d_s(scales), d_g(global), d_cta(cta), d_total(total), d_rt(row_token);
+  DeviceBuffer a(static_cast<std::size_t>(16 * k * 2)), c(static_cast<std::size_t>(16 * n * 2));
+  gemm::DecodeGemmParams p;
+  p.format = WeightFormat::kFp4;
+  p.gemm.a = a.get();
+  p.gemm.b = d_v.get();
+  p.gemm.c = c.get();
+  p.gemm.cta_to_expert = d_cta.as<std::int32_t>();
+  p.gemm.total_padded_rows = d_total.as<std::int32_t>();
+  p.gemm.row_token = d_rt.as<std::int32_t>();
+  p.gemm.max_rows = 16;
+  p.gemm.n = n;
+  p.gemm.k = k;
+  p.gemm.ldc = n;
+  p.gemm.tile_m = 16;
+  p.gemm.num_local_experts = 1;
+  p.scales = d_s.as<std::uint8_t>();
+  p.global_scale = d_g.as<float>();
+  std::set<std::pair<unsigned, unsigned>> covered;
+  for (std::int64_t round = 0; round < 16; ++round) {
+    std::vector<std::uint16_t> host_a(static_cast<std::size_t>(16 * k), 0);
+    std::int64_t idx[16];
+    for (int r = 0; r < 16; ++r) {
+      idx[r] = (round * 16 + r) * 16 + (r * 5 + round) % 16; // every block, every place in it
+      host_a[static_cast<std::size_t>(r * k + idx[r])] = float_to_bf16(1.0f);
+    }
+    MOEFIN_CUDA_CHECK(
+        cudaMemcpy(a.get(), host_a.data(), host_a.size() * 2, cudaMemcpyHostToDevice));
+    for (int ks : {1, 8}) {
+      auto const out = run_on(p, gemm::Variant::kSplitK, plain(ks), c);
+      for (int r = 0; r < 16; ++r)
+        for (std::int64_t j = 0; j < n; ++j) {
+          unsigned const code = code_of(j, idx[r]);
+          std::uint8_t const s = scale_of(j, idx[r] / 16);
+          float const want = fp4::dequantized(code, s) * global[0];
+          BOOST_REQUIRE_MESSAGE(out[static_cast<std::size_t>(r * n + j)] == float_to_bf16(want),
+                                "code " << code << " scale byte " << int(s) << " ks " << ks);
+          covered.insert({code, s});
+        }
+    }
+  }
+  BOOST_TEST(covered.size() == 16u * 127u);
+}
+
+namespace {
+
+/// Every variant that takes `f` against the reference on one routed layout; returns the output
+/// of the default split.
+std::vector<std::uint16_t> check_layout(WeightFormat f, std::int64_t T, std::int64_t E,
+                                        std::int64_t K, std::int64_t tile, std::int64_t n,
+                                        std::int64_t k, std::uint64_t seed) {
+  std::vector<std::uint16_t> first;
+  BOOST_TEST_CONTEXT(gemm::weight_format_name(f) << " T=" << T << " E=" << E << " K=" << K
+                                                 << " tile=" << tile << " n=" << n << " k=" << k) {
+    decode_bench::ExpertWeights const w(f, E, n, k, seed);
+    decode_bench::RoutedLayout const l(T, E, K, tile, seed + 1);
+    auto const a_host = decode_bench::random_activations(l, k, seed + 2);
+    DeviceBuffer a(a_host), c(static_cast<std::size_t>(l.max_rows * n * 2));
+    auto const p = decode_bench::params(w, l, a.get(), c.get(), n);
+    auto const oracle = decode_bench::oracle(w, l, a_host);
+    std::int64_t const steps = k / gemm::DecodePolicy::step_k(f);
+    for (int ks : {0, 1, 2, 4, 8}) {
+      if (ks > 0 && steps % ks != 0)
+        continue;
+      for (bool pre : {false, true}) {
+        gemm::DecodeOptions o = plain(ks);
+        o.weights_before_wait = pre;
+        auto const out = run_on(p, gemm::Variant::kSplitK, o, c);
+        reference::GemmCheck const r = reference::check_gemm(out, n, n, oracle);
+        BOOST_TEST(r.pass, "splitk ks=" << ks << " pre=" << pre << ": max err " << r.max_err
+                                        << " tolerance " << r.tolerance << " at " << r.worst);
+        BOOST_TEST(r.checked > 0);
+        // Padding rows and rows past the total are never written.
+        for (std::int64_t row = 0; row < l.max_rows; ++row)
+          if (row >= l.total[0] || l.row_token[static_cast<std::size_t>(row)] < 0)
+            for (std::int64_t j = 0; j < n; ++j)
+              BOOST_REQUIRE_EQUAL(out[static_cast<std::size_t>(row * n + j)], kBf16Poison);
+        if (first.empty())
+          first = out;
+        else if (ks == 0)
+          BOOST_TEST(out == first, "same bits with and without the pre-wait weights");
+      }
+    }
+    if (f == WeightFormat::kBf16 && tile == 16) {
+      auto const out = run_on(p, gemm::Variant::kTiled, plain(), c);
+      reference::GemmCheck const r = reference::check_gemm(out, n, n, oracle);
+      BOOST_TEST(r.pass, "tiled: max err " << r.max_err << " tolerance " << r.tolerance);
+    }
+  }
+  return first;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(splitk_matches_the_reference_on_routed_layouts) {
+  for (WeightFormat f : {WeightFormat::kBf16, WeightFormat::kFp4})
+    for (std::int64_t tile : {8, 16}) {
+      check_layout(f, 1, 32, 8, tile, 512, 1024, 1);
+      check_layout(f, 5, 16, 6, tile, 256, 512, 2);
+      check_layout(f, 13, 8, 4, tile, 96, 1280, 3); // experts with more than one tile
+      check_layout(f, 64, 64, 8, tile, 1024, 256, 4);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(splitk_skips_tiles_of_no_expert_and_is_deterministic_under_every_pdl_knob) {
+  for (WeightFormat f : {WeightFormat::kBf16, WeightFormat::kFp4}) {
+    decode_bench::ExpertWeights const w(f, 16, 256, 1024, 7);
+    decode_bench::RoutedLayout l(6, 16, 4, 16, 8);
+    l.cta[1] = -1; // the second tile belongs to no (local) expert
+    l.d_cta.upload(l.cta);
+    auto const a_host = decode_bench::random_activations(l, 1024, 9);
+    DeviceBuffer a(a_host), c(static_cast<std::size_t>(l.max_rows * 256 * 2));
+    auto const p = decode_bench::params(w, l, a.get(), c.get(), 256);
+    auto const oracle = decode_bench::oracle(w, l, a_host);
+    auto const ref = run_on(p, gemm::Variant::kSplitK, plain(), c);
+    BOOST_TEST(reference::check_gemm(ref, 256, 256, oracle).pass);
+    for (std::int64_t row = 16; row < 32; ++row)
+      for (std::int64_t j = 0; j < 256; ++j)
+        BOOST_REQUIRE_EQUAL(ref[static_cast<std::size_t>(row * 256 + j)], kBf16Poison);
+    for (Trigger t :
+         {Trigger::kDefault, Trigger::kEntry, Trigger::kAfterWait, Trigger::kAfterWrites})
+      for (bool pdl : {false, true}) {
+        gemm::DecodeOptions o;
+        o.pdl.pdl = pdl;
+        o.pdl.trigger = t;
+        o.pdl.delay_ns = 3000;
+        o.pdl.max_shared_carveout = pdl;
+        DeviceBuffer stamps(static_cast<std::size_t>(gemm::num_ctas(p, gemm::Variant::kSplitK)) *
+                            32);
+        o.pdl.stamps = stamps.as<std::int64_t>();
+        auto const out = run_on(p, gemm::Variant::kSplitK, o, c);
+        BOOST_TEST(out == ref, "trigger " << trigger_name(t) << " pdl " << pdl);
+        auto const st = stamps.download<std::int64_t>();
+        for (std::size_t i = 0; i < st.size(); i += 4) {
+          BOOST_REQUIRE(st[i] > 0 && st[i + 1] >= st[i] && st[i + 3] >= st[i + 1]);
+          BOOST_REQUIRE(st[i + 3] - st[i + 1] >= 3000); // the delay before the first write
+          BOOST_REQUIRE((st[i + 2] > 0) == (t != Trigger::kDefault && t != Trigger::kExit));
+        }
+      }
+  }
+}
+
+namespace {
+
+void check_fast_routing(std::int64_t T, std::int64_t E, std::int64_t K, std::int64_t tile,
+                        std::int64_t begin, std::int64_t local, routing::Method method,
+                        bool renormalize, finalize::WeightType wt,
+                        std::vector<float> const& scores) {
+  BOOST_TEST_CONTEXT("T=" << T << " E=" << E << " K=" << K << " tile=" << tile << " local=["
+                          << begin << "," << begin + local
+                          << ") method=" << static_cast<int>(method) << " renorm=" << renormalize
+                          << " fp32=" << (wt == finalize::WeightType::kFp32)) {
+    routing::RoutingParams shape = routing_arrays::shape(T, E, K, tile, begin, local);
+    shape.method = method;
+    shape.renormalize = renormalize;
+    shape.weight_type = wt;
+    BOOST_REQUIRE(routing::fast_supports(shape));
+    routing_arrays::HostRouting ref(shape, scores.data());
+    reference::routing(ref.p);
+    DeviceBuffer d_scores(scores);
+    routing_arrays::DeviceRouting block(shape), fast(shape);
+    block.p.scores = fast.p.scores = d_scores.as<float>();
+    block.poison(nullptr);
+    fast.poison(nullptr);
+    PdlKnobs knobs;
+    knobs.pdl = false;
+    routing::run(block.p, knobs, nullptr);
+    routing::run_fast(fast.p, knobs, nullptr);
+    MOEFIN_CUDA_CHECK(cudaDeviceSynchronize());
+    auto const b = block.arrays(), f = fast.arrays();
+    char const* names[] = {"expert_ids",           "expanded_to_permuted", "permuted_to_token",
+                           "permuted_to_expanded", "expert_counts",        "expert_offsets",
+                           "cta_to_expert",        "total_padded_rows"};
+    auto const want = ref.arrays();
+    for (std::size_t i = 0; i < b.size(); ++i) {
+      BOOST_TEST(f[i] == b[i], names[i] << " bitwise as the block kernel's");
+      BOOST_TEST(f[i] == want[i], names[i] << " as the reference's");
+    }
+    BOOST_TEST(fast.weight_bytes() == block.weight_bytes(),
+               "weights bitwise as the block kernel's");
+  }
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(fast_routing_is_bitwise_the_block_kernel_and_its_layout_the_reference) {
+  using M = routing::Method;
+  using W = finalize::WeightType;
+  struct Case {
+    std::int64_t T, E, K, tile, begin, local;
+  };
+  Case const cases[] = {
+      {1, 256, 8, 16, 0, 256},   {1, 512, 22, 16, 0, 512},  {1, 896, 16, 16, 0, 896},
+      {2, 8, 1, 1, 0, 8},        {7, 64, 6, 8, 16, 24},     {16, 1024, 32, 128, 0, 1024},
+      {16, 896, 16, 16, 0, 896}, {32, 512, 22, 16, 0, 512}, {5, 100, 7, 4, 3, 90}};
+  std::uint64_t seed = 21;
+  for (Case const& c : cases) {
+    auto const scores = chain::router_scores(seed++, c.T, c.E);
+    check_fast_routing(c.T, c.E, c.K, c.tile, c.begin, c.local, M::kSoftmaxTopK, true, W::kBf16,
+                       scores);
+    check_fast_routing(c.T, c.E, c.K, c.tile, c.begin, c.local, M::kSoftmaxTopK, false, W::kFp32,
+                       scores);
+    check_fast_routing(c.T, c.E, c.K, c.tile, c.begin, c.local, M::kTopKSoftmax, false, W::kBf16,
+                       scores);
+  }
+  // Ties: every score equal (and -0 beside +0) picks the lowest experts, in id order.
+  std::vector<float> flat(static_cast<std::size_t>(9 * 64), 0.5f);
+  check_fast_routing(9, 64, 6, 16, 0, 64, M::kSoftmaxTopK, true, W::kBf16, flat);
+  std::vector<float> zeros(static_cast<std::size_t>(3 * 40), 0.0f);
+  for (std::size_t i = 0; i < zeros.size(); i += 3)
+    zeros[i] = -0.0f;
+  check_fast_routing(3, 40, 5, 16, 0, 40, M::kSoftmaxTopK, true, W::kBf16, zeros);
+}
+
+BOOST_AUTO_TEST_CASE(fast_routing_gives_the_same_arrays_under_every_pdl_knob) {
+  routing::RoutingParams const shape = routing_arrays::shape(4, 256, 8, 16, 0, 256);
+  auto const scores = chain::router_scores(77, 4, 256);
+  DeviceBuffer d_scores(scores);
+  routing_arrays::DeviceRouting first(shape);
+  first.p.scores = d_scores.as<float>();
+  PdlKnobs knobs;
+  knobs.pdl = false;
+  routing::run_fast(first.p, knobs, nullptr);
+  auto const want = first.arrays();
+  auto const want_w = first.weight_bytes();
+  for (Trigger t :
+       {Trigger::kDefault, Trigger::kEntry, Trigger::kAfterWait, Trigger::kAfterWrites}) {
+    routing_arrays::DeviceRouting r(shape);
+    r.p.scores = d_scores.as<float>();
+    r.poison(nullptr);
+    DeviceBuffer stamps(32);
+    PdlKnobs k;
+    k.pdl = true;
+    k.trigger = t;
+    k.delay_ns = 2000;
+    k.stamps = stamps.as<std::int64_t>();
+    routing::run_fast(r.p, k, nullptr);
+    MOEFIN_CUDA_CHECK(cudaDeviceSynchronize());
+    BOOST_TEST(r.arrays() == want, "trigger " << trigger_name(t));
+    BOOST_TEST(r.weight_bytes() == want_w, "trigger " << trigger_name(t));
+    auto const st = stamps.download<std::int64_t>();
+    BOOST_TEST(st[3] - st[1] >= 2000);
+  }
+}
