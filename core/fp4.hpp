@@ -159,18 +159,26 @@ MOEFIN_HD float global_scale(float scale) {
   return div_rn(mul_rn(kSourceHi, scale), kE2m1Max * kE4m3Max);
 }
 
-/// Source weight of element i (row-major index over [experts][n][k]) of a matrix with seed
-/// `seed`: sign and magnitude from a hash of (seed, i), |x| uniform in [lo, hi] times the
-/// amplitude 2^-a of its 16-element block (a from a hash of the block, 0..5) times `scale`.
-MOEFIN_HD float source_weight(std::uint64_t seed, std::uint64_t i, float scale) {
-  std::uint64_t const b = i / kBlock;
+/// The amplitude 2^-a of block b's source weights, a in 0..5 from a hash of (seed, b).
+MOEFIN_HD float block_amplitude(std::uint64_t seed, std::uint64_t b) {
   auto const a = static_cast<int>(mix64(seed ^ mix64(b ^ 0xb10cb10cb10cULL)) % kAmplitudeSteps);
+  return bits_float(static_cast<std::uint32_t>(127 - a) << 23); // exact
+}
+
+/// Source weight of element i of a block of amplitude `amp`: sign and magnitude from a hash of
+/// (seed, i), |x| uniform in [lo, hi] times amp times `scale`.
+MOEFIN_HD float source_weight_in(std::uint64_t seed, std::uint64_t i, float amp, float scale) {
   std::uint64_t const u = mix64(seed ^ mix64(i));
   float const f = static_cast<float>(u >> 40) * 0x1p-24f;
   float const mag = fma_rn(kSourceHi - kSourceLo, f, kSourceLo);
-  float const amp = bits_float(static_cast<std::uint32_t>(127 - a) << 23); // 2^-a, exact
   float const x = mul_rn(mul_rn(mag, amp), scale);
   return (u & 1u) ? -x : x;
+}
+
+/// Source weight of element i (row-major index over [experts][n][k]) of a matrix with seed
+/// `seed`, its block being i / 16.
+MOEFIN_HD float source_weight(std::uint64_t seed, std::uint64_t i, float scale) {
+  return source_weight_in(seed, i, block_amplitude(seed, i / kBlock), scale);
 }
 
 /// Quantizes block b (elements 16 b .. 16 b + 15 of the row-major [experts][n][k] order; k is a
@@ -182,9 +190,10 @@ MOEFIN_HD void quantize_block(std::uint64_t seed, std::uint64_t b, float scale, 
                               std::uint8_t (&values)[kBlock / 2], std::uint8_t* scale_byte) {
   float x[kBlock];
   float amax = 0.0f;
+  float const amp = block_amplitude(seed, b);
 #pragma unroll
   for (int j = 0; j < kBlock; ++j) {
-    x[j] = source_weight(seed, b * kBlock + static_cast<std::uint64_t>(j), scale);
+    x[j] = source_weight_in(seed, b * kBlock + static_cast<std::uint64_t>(j), amp, scale);
     float const a = x[j] < 0.0f ? -x[j] : x[j];
     amax = a > amax ? a : amax;
   }

@@ -56,13 +56,17 @@ struct Config {
   gemm::WeightFormat format;
   gemm::Variant variant;
   bool pdl;
+  bool loads_only = false; // the splitk diagnostic without math (variant name splitk_loads)
   std::string mode() const { return pdl ? "pdl" : "isolated"; }
+  std::string variant_name() const {
+    return loads_only ? "splitk_loads" : gemm::variant_name(variant);
+  }
 };
 
 std::string key_of(chain::LayerShape const& s, std::int64_t T, Config const& c) {
   return "shape=" + s.name + ",T=" + std::to_string(T) + ",gemm=" + c.gemm.name() +
-         ",format=" + gemm::weight_format_name(c.format) +
-         ",variant=" + gemm::variant_name(c.variant) + ",mode=" + c.mode();
+         ",format=" + gemm::weight_format_name(c.format) + ",variant=" + c.variant_name() +
+         ",mode=" + c.mode();
 }
 
 /// Expected distinct experts of T tokens choosing K of E uniformly (for the time estimate).
@@ -103,7 +107,10 @@ int sweep_gemm(cli::Args const& args) {
       "CTAs per SM of the GEMM grids, 0..4 (0: each variant's policy)")(
       "max-minutes", po::value<double>()->default_value(0.0),
       "stop cleanly between (shape, T) groups when the next would end past this; 0: no limit")(
-      "estimate", po::bool_switch(), "print the expected run time and exit")(
+      "no-diagnose", po::bool_switch(),
+      "leave out splitk_loads: splitk with every load and store but no dequantization or MMA "
+      "(isolated mode, tile 16), whose time against splitk's says whether math or memory bounds "
+      "it")("estimate", po::bool_switch(), "print the expected run time and exit")(
       "print", po::value<std::string>(), "print the tables of FILE and exit");
   cli::add_output_options(desc, "gemm_sweep.h5");
   po::variables_map vm;
@@ -168,6 +175,11 @@ int sweep_gemm(cli::Args const& args) {
             continue;
           configs.push_back(Config{g, f, v, pdl});
         }
+  if (!vm["no-diagnose"].as<bool>() && tile == 16)
+    for (GemmAxis g : gemms)
+      for (auto f : formats)
+        if (std::find(variants.begin(), variants.end(), gemm::Variant::kSplitK) != variants.end())
+          configs.push_back(Config{g, f, gemm::Variant::kSplitK, false, true});
   if (configs.empty())
     throw InputError("--variants/--formats: no configuration left (tiled takes bf16 at tile 16)");
   for (auto const& s : shapes)
@@ -205,6 +217,7 @@ int sweep_gemm(cli::Args const& args) {
   std::uint64_t const seed = file.seed();
   file.set_attr("/", "tile_m", std::to_string(tile));
   file.set_attr("/", "ctas_per_sm", std::to_string(ctas_per_sm));
+  file.set_attr("/", "carveout", "max-shared");
   dev::Stream s;
   dev::Event e0, e1;
   auto bw_table = file.table("copy_bandwidth", gemm_tables::bandwidth_columns(),
@@ -313,7 +326,9 @@ int sweep_gemm(cli::Args const& args) {
         o.pdl.pdl = c.pdl;
         o.pdl.trigger = c.pdl ? Trigger::kEntry : Trigger::kDefault;
         o.pdl.ctas_per_sm = ctas_per_sm;
+        o.pdl.max_shared_carveout = true; // room for two CTAs per SM (see decode_plan.hpp)
         o.weights_before_wait = c.pdl && c.variant == gemm::Variant::kSplitK;
+        o.loads_only = c.loads_only;
         return o;
       };
       auto params_of = [&](Config const& c, decode_bench::RoutedLayout const& l) {
@@ -331,7 +346,7 @@ int sweep_gemm(cli::Args const& args) {
       if (std::find(check_tokens.begin(), check_tokens.end(), T) != check_tokens.end()) {
         std::map<std::pair<int, int>, reference::GemmOracle> oracles;
         for (Config const& c : configs) {
-          if (c.pdl || verdict.count(vkey(c)))
+          if (c.pdl || c.loads_only || verdict.count(vkey(c)))
             continue;
           auto& o = oracles[{c.gemm.which, static_cast<int>(c.format)}];
           if (o.exact.empty())
@@ -435,14 +450,15 @@ int sweep_gemm(cli::Args const& args) {
         double const gbps = b.bytes / (st.median * 1e3);
         best_gbps = std::max(best_gbps, gbps);
         stats::RatioEstimate sp{std::nan(""), std::nan(""), std::nan(""), 0};
-        if (c.variant == gemm::Variant::kSplitK && c.format == gemm::WeightFormat::kBf16)
+        if (c.variant == gemm::Variant::kSplitK && !c.loads_only &&
+            c.format == gemm::WeightFormat::kBf16)
           for (std::size_t j = 0; j < built.size(); ++j) {
             Config const& o = built[j].c;
             if (o.variant == gemm::Variant::kTiled && o.gemm.which == c.gemm.which &&
                 o.pdl == c.pdl)
               sp = stats::paired_ratio(us[j], us[i]);
           }
-        auto const v = verdict.find(vkey(c));
+        auto const v = c.loads_only ? verdict.end() : verdict.find(vkey(c));
         h5::Row row;
         row.set("shape", shape.name)
             .set("H", shape.hidden)
@@ -454,7 +470,7 @@ int sweep_gemm(cli::Args const& args) {
             .set("n", c.gemm.n(shape))
             .set("k", c.gemm.k(shape))
             .set("format", gemm::weight_format_name(c.format))
-            .set("variant", gemm::variant_name(c.variant))
+            .set("variant", c.variant_name())
             .set("mode", c.mode())
             .set("tile_m", tile)
             .set("ctas", b.ctas)

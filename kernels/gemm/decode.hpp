@@ -45,6 +45,10 @@ struct DecodeOptions {
   PdlKnobs pdl;
   bool weights_before_wait = false; // see the header comment
   int split_k = 0;                  // 0: plan_split's choice; 1, 2, 4 or 8: that ks (tests)
+  // Diagnostic (tile 16 only): every load and store of the kernel but no dequantization or MMA,
+  // so that its time against the full kernel's says whether the math or the memory bounds it.
+  // The output is meaningless.
+  bool loads_only = false;
 };
 
 /// Throws InputError naming the field: the grouped GEMM's limits of gemm::validate for kTiled

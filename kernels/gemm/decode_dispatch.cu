@@ -21,8 +21,8 @@ void validate(DecodeGemmParams const& p, Variant v, DecodeOptions const& o) {
     if (p.format != WeightFormat::kBf16)
       reject(std::string("variant tiled reads bf16 weights only, not ") +
              weight_format_name(p.format));
-    if (o.weights_before_wait || o.split_k != 0)
-      reject("weights_before_wait and split_k apply to variant splitk only");
+    if (o.weights_before_wait || o.split_k != 0 || o.loads_only)
+      reject("weights_before_wait, split_k and loads_only apply to variant splitk only");
     validate(p.gemm);
     return;
   }
@@ -42,6 +42,8 @@ void validate(DecodeGemmParams const& p, Variant v, DecodeOptions const& o) {
                                  1 << 16);
   if (!p.gemm.a || !p.gemm.b || !p.gemm.c || !p.gemm.cta_to_expert || !p.gemm.total_padded_rows)
     reject("a buffer pointer is null");
+  if (o.loads_only && p.gemm.tile_m != 16)
+    reject("loads_only is built for tile_m 16 only");
   if (p.format == WeightFormat::kFp4 && (!p.scales || !p.global_scale))
     reject("fp4 weights need scales and global_scale");
   if (o.split_k != 0) {
@@ -77,7 +79,10 @@ void run_decode(DecodeGemmParams const& p, Variant v, DecodeOptions const& o, St
                   o.weights_before_wait ? 1 : 0, k);
   };
   bool const fp4 = p.format == WeightFormat::kFp4;
-  if (p.gemm.tile_m == 8)
+  if (o.loads_only)
+    fp4 ? launch(decode_gemm_kernel<WeightFormat::kFp4, 2, false>)
+        : launch(decode_gemm_kernel<WeightFormat::kBf16, 2, false>);
+  else if (p.gemm.tile_m == 8)
     fp4 ? launch(decode_gemm_kernel<WeightFormat::kFp4, 1>)
         : launch(decode_gemm_kernel<WeightFormat::kBf16, 1>);
   else

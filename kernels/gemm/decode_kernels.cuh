@@ -63,8 +63,9 @@ template <WeightFormat kF> struct Stage {
 } // namespace decode
 
 /// kNT n8 token tiles per row tile (tile_m = 8 kNT). See decode.hpp for the work division and
-/// the top of this file for the operand layout.
-template <WeightFormat kF, int kNT>
+/// the top of this file for the operand layout. kMath false is the diagnostic that makes every
+/// load and store but no dequantization or MMA (DecodeOptions::loads_only).
+template <WeightFormat kF, int kNT, bool kMath = true>
 __global__ void __launch_bounds__(DecodePolicy::kThreads, 2)
     decode_gemm_kernel(DecodeGemmParams p, int forced_ks, int weights_before_wait, PdlDevice k) {
   constexpr bool kFp4 = kF == WeightFormat::kFp4;
@@ -279,7 +280,18 @@ __global__ void __launch_bounds__(DecodePolicy::kThreads, 2)
     }
 
     uint4 const* const st = stages + cstage * kStageU4;
-    if constexpr (kFp4) {
+    if constexpr (!kMath) {
+      // Consume what was loaded (so that no load is dropped) into a value that is stored.
+      std::uint32_t x = st[lane].x ^ st[3 * 32 + lane].w;
+#pragma unroll
+      for (int nt = 0; nt < kPre; ++nt)
+#pragma unroll
+        for (int c = 0; c < kChunks; ++c) {
+          x ^= act[nt][c].x ^ act[nt][c].y ^ act[nt][c].z ^ act[nt][c].w;
+          load_chunk(nt, c);
+        }
+      acc[0][0][0] += __uint_as_float(x & 0x007fffffu); // a subnormal: the sums stay tiny
+    } else if constexpr (kFp4) {
       // Word j of each weight copy is read when its k comes up (4 registers live, not 16).
       auto const* stw = reinterpret_cast<std::uint32_t const*>(st) + lane * 4;
       auto const* sst = reinterpret_cast<std::uint32_t const*>(st + 4 * 32);

@@ -10,15 +10,17 @@
 #   gemm_sweep.h5      moefin sweep gemm: GEMM1/GEMM2 x bf16/fp4 x tiled/splitk x isolated/pdl,
 #                      T = 1..16, the three shapes, checked first, with the copy and read
 #                      bandwidth of the same run
+#   gemm_2cta.h5       the same for splitk with two CTAs per SM (T = 1, 4, 16, isolated): whether
+#                      more warps per SM help
 #   layer_peer.h5      experiments/peers_layer_torch.py: the PyTorch whole layer, /layer_sweep
 #   summary.txt        the tables of the three files (printed last as well)
 # Budget: GEMM_BUDGET_S seconds (default 240) for the whole call; a phase that does not fit is
-# skipped and says so. GEMM_PHASES selects phases (default: build test routing gemm peer).
+# skipped and says so. GEMM_PHASES selects phases (default: build test routing gemm peer gemm2).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-out/gemm}
 budget=${GEMM_BUDGET_S:-240}
-phases=${GEMM_PHASES:-build test routing gemm peer}
+phases=${GEMM_PHASES:-build test routing gemm peer gemm2}
 mkdir -p "$out"
 log=$out/gemm_log.txt
 touch "$log"
@@ -70,6 +72,10 @@ for phase in $phases; do
     run gemm 60 "$bin" sweep gemm --out "$out/gemm_sweep.h5" \
       --max-minutes "$(awk "BEGIN {print ($(left) - 20) / 60}")" && mark_done gemm
     ;;
+  gemm2)
+    run gemm2 20 "$bin" sweep gemm --out "$out/gemm_2cta.h5" --tokens 1,4,16 --variants splitk \
+      --modes isolated --ctas-per-sm 2 --check-tokens none && mark_done gemm2
+    ;;
   peer)
     run peer 30 env PYTHONUNBUFFERED=1 python3 experiments/peers_layer_torch.py \
       --out "$out/layer_peer.h5" --max-minutes "$(awk "BEGIN {print ($(left) - 20) / 60}")" &&
@@ -83,6 +89,7 @@ done
 {
   [[ -f $out/routing_sweep.h5 ]] && "$bin" sweep routing --print "$out/routing_sweep.h5"
   [[ -f $out/gemm_sweep.h5 ]] && "$bin" sweep gemm --print "$out/gemm_sweep.h5"
+  [[ -f $out/gemm_2cta.h5 ]] && "$bin" sweep gemm --print "$out/gemm_2cta.h5"
   [[ -f $out/layer_peer.h5 ]] && "$bin" sweep layer --print "$out/layer_peer.h5" | tail -20
 } > "$out/summary.txt" 2>&1
 say "finished; done: $(sed -n 's/^done: //p' "$log" | tr '\n' ' ')"
