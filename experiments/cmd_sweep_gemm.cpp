@@ -14,9 +14,10 @@
 // weights while the previous one finishes).
 
 #include "core/bf16.hpp"
-#include "core/chain_config.hpp"
+#include "core/chain/presets.hpp"
+#include "core/chain/shape.hpp"
 #include "core/cli.hpp"
-#include "core/errors.hpp"
+#include "core/ops/errors.hpp"
 #include "core/h5store.hpp"
 #include "core/rng.hpp"
 #include "core/stats.hpp"

@@ -8,9 +8,10 @@
 // way gives the launch floor. A warm-up replay, then R interleaved rounds; per-launch time =
 // replay time / N; ratio_vs_block = the paired median ratio block/this (above 1: faster).
 
-#include "core/chain_config.hpp"
+#include "core/chain/presets.hpp"
+#include "core/chain/shape.hpp"
 #include "core/cli.hpp"
-#include "core/errors.hpp"
+#include "core/ops/errors.hpp"
 #include "core/h5store.hpp"
 #include "core/stats.hpp"
 #include "experiments/chain_run.hpp"

@@ -1,8 +1,8 @@
 #include "experiments/decode_problem.hpp"
 
 #include "core/bf16.hpp"
-#include "core/chain_config.hpp"
-#include "core/errors.hpp"
+#include "core/chain/shape.hpp"
+#include "core/ops/errors.hpp"
 #include "core/fp4.hpp"
 #include "core/rng.hpp"
 #include "experiments/routing_arrays.hpp"

@@ -3,7 +3,7 @@
 // the Kokkos reference) and, in CUDA builds, on the device, allocated poisoned. Shared by the
 // routing sweep and the tests.
 
-#include "kernels/routing/routing_params.hpp"
+#include "core/ops/routing_params.hpp"
 
 #include <algorithm>
 #include <cstdint>

@@ -1,7 +1,8 @@
 #include "experiments/routing_impls.hpp"
 
-#include "core/chain_config.hpp"
-#include "core/errors.hpp"
+#include "core/chain/presets.hpp"
+#include "core/chain/shape.hpp"
+#include "core/ops/errors.hpp"
 #include "kernels/routing/fast_routing.hpp"
 #include "kernels/routing/routing.hpp"
 

@@ -3,8 +3,8 @@
 // (e.g. an adapter that launches released routing kernels) is one more entry in
 // experiments/routing_impls.cpp, and every sweep row and check follows.
 
-#include "kernels/common/pdl_knobs.hpp"
-#include "kernels/routing/routing_params.hpp"
+#include "core/ops/pdl_knobs.hpp"
+#include "core/ops/routing_params.hpp"
 
 #include <functional>
 #include <string>

@@ -1,7 +1,7 @@
 #include "reference/decode_gemm.hpp"
 
 #include "core/bf16.hpp"
-#include "core/errors.hpp"
+#include "core/ops/errors.hpp"
 #include "core/fp4.hpp"
 
 #include <Kokkos_Core.hpp>

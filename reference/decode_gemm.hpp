@@ -2,7 +2,7 @@
 // Kokkos reference of the decode grouped GEMM (kernels/gemm/decode.hpp), host execution space
 // (implied): the same params, host pointers; `total_padded_rows` points to a host int.
 
-#include "kernels/gemm/decode_params.hpp"
+#include "core/ops/decode_gemm_params.hpp"
 
 #include <vector>
 

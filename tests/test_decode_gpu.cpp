@@ -3,7 +3,7 @@
 #include "tests/gpu_main.hpp"
 
 #include "core/bf16.hpp"
-#include "core/chain_config.hpp"
+#include "core/chain/shape.hpp"
 #include "core/fp4.hpp"
 #include "core/rng.hpp"
 #include "experiments/decode_problem.hpp"

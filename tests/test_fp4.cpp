@@ -4,7 +4,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "core/bf16.hpp"
-#include "core/errors.hpp"
+#include "core/ops/errors.hpp"
 #include "core/fp4.hpp"
 #include "core/fp8.hpp"
 #include "core/rng.hpp"

@@ -22,7 +22,7 @@
 // are read before the wait: legal only when the map is final when the kernel starts (the caller
 // orders routing before this launch, e.g. a kernel in between waits before it triggers).
 
-#include "kernels/common/pdl_knobs.hpp"
+#include "core/ops/pdl_knobs.hpp"
 #include "kernels/gemm/decode_plan.hpp"
 
 #include <cstdint>

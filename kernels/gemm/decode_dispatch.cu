@@ -1,6 +1,6 @@
 // gemm::run_decode: validation, (format, token tiles) as template parameters, and launch.
 
-#include "core/cli.hpp"
+#include "core/ops/ranges.hpp"
 #include "kernels/gemm/decode_kernels.cuh"
 #include "kernels/gemm/gemm.hpp"
 
@@ -30,15 +30,15 @@ void validate(DecodeGemmParams const& p, Variant v, DecodeOptions const& o) {
     reject("unknown variant " + std::to_string(static_cast<int>(v)));
   if (p.format != WeightFormat::kBf16 && p.format != WeightFormat::kFp4)
     reject("unknown weight format " + std::to_string(static_cast<int>(p.format)));
-  cli::check_multiple("decode gemm n", p.gemm.n, DecodePolicy::kWarpRows);
-  cli::check_multiple(std::string("decode gemm k (") + weight_format_name(p.format) + ")", p.gemm.k,
+  ranges::check_multiple("decode gemm n", p.gemm.n, DecodePolicy::kWarpRows);
+  ranges::check_multiple(std::string("decode gemm k (") + weight_format_name(p.format) + ")", p.gemm.k,
                       DecodePolicy::step_k(p.format));
   if (p.gemm.tile_m != 8 && p.gemm.tile_m != 16)
     reject("tile_m " + std::to_string(p.gemm.tile_m) + " not one of {8, 16}");
-  cli::check_multiple("decode gemm max_rows (a multiple of tile_m)", p.gemm.max_rows,
+  ranges::check_multiple("decode gemm max_rows (a multiple of tile_m)", p.gemm.max_rows,
                       p.gemm.tile_m);
-  cli::check_range<std::int64_t>("decode gemm ldc", p.gemm.ldc, p.gemm.n, 1 << 20);
-  cli::check_range<std::int64_t>("decode gemm num_local_experts", p.gemm.num_local_experts, 1,
+  ranges::check_range<std::int64_t>("decode gemm ldc", p.gemm.ldc, p.gemm.n, 1 << 20);
+  ranges::check_range<std::int64_t>("decode gemm num_local_experts", p.gemm.num_local_experts, 1,
                                  1 << 16);
   if (!p.gemm.a || !p.gemm.b || !p.gemm.c || !p.gemm.cta_to_expert || !p.gemm.total_padded_rows)
     reject("a buffer pointer is null");
@@ -71,7 +71,7 @@ void run_decode(DecodeGemmParams const& p, Variant v, DecodeOptions const& o, St
     return;
   }
   dim3 const grid(static_cast<unsigned>(num_ctas(p, v, o.pdl.ctas_per_sm)));
-  PdlDevice const k = pdl_device(o.pdl, Trigger::kExit);
+  PdlDevice const k = pdl_device(o.pdl, kDefaultTrigger);
   std::size_t const smem = DecodePolicy::smem_bytes(p.format, p.gemm.tile_m);
   auto launch = [&](auto kernel) {
     set_shared_memory(kernel, o.pdl.max_shared_carveout, smem);
@@ -92,7 +92,7 @@ void run_decode(DecodeGemmParams const& p, Variant v, DecodeOptions const& o, St
 
 void fill_fp4(void* values, void* scales, float* global, std::int64_t experts, std::int64_t n,
               std::int64_t k, std::uint64_t seed, float scale, Stream stream) {
-  cli::check_multiple("fill_fp4 k", k, fp4::kBlock);
+  ranges::check_multiple("fill_fp4 k", k, fp4::kBlock);
   std::int64_t const blocks = experts * n * (k / fp4::kBlock);
   if (blocks <= 0)
     return;

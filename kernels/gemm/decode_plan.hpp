@@ -5,7 +5,7 @@
 // record and test the choice. Host-visible, no CUDA headers.
 
 #include "core/router_scores.hpp" // MOEFIN_HD
-#include "kernels/gemm/decode_params.hpp"
+#include "core/ops/decode_gemm_params.hpp"
 
 #include <cstddef>
 #include <cstdint>

@@ -12,8 +12,8 @@
 // of routing::run (same selection, same fp32 weight arithmetic). PDL as routing::run: waits
 // before its first read; Trigger::kDefault = after the wait, before the writes.
 
-#include "kernels/common/pdl_knobs.hpp"
-#include "kernels/routing/routing_params.hpp"
+#include "core/ops/pdl_knobs.hpp"
+#include "core/ops/routing_params.hpp"
 
 #include <cstdint>
 

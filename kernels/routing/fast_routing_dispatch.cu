@@ -1,6 +1,6 @@
 // routing::run_fast: validation, scores per lane as a template parameter, and launch.
 
-#include "core/cli.hpp"
+#include "core/ops/ranges.hpp"
 #include "kernels/routing/fast_routing_kernels.cuh"
 #include "kernels/routing/routing.hpp"
 
@@ -10,13 +10,13 @@ namespace moefin::routing {
 
 void validate_fast(RoutingParams const& p) {
   validate(p);
-  cli::check_range<std::int64_t>("routing (fast) num_tokens", p.num_tokens, 1,
+  ranges::check_range<std::int64_t>("routing (fast) num_tokens", p.num_tokens, 1,
                                  FastPolicy::kMaxTokens);
 }
 
 void run_fast(RoutingParams const& p, PdlKnobs const& knobs, CUstream_st* stream) {
   validate_fast(p);
-  PdlDevice const k = pdl_device(knobs, Trigger::kAfterWait);
+  PdlDevice const k = pdl_device(knobs, kDefaultTrigger);
   std::size_t const smem =
       static_cast<std::size_t>(2 * p.num_local_experts + 1 + p.num_tokens * p.top_k + 32) * 4;
   dim3 const block(static_cast<unsigned>(fast_threads(p)));

@@ -3,7 +3,7 @@
 // token's selection (weights, outputs, mask bits), shared by kernels/routing/routing_kernels.cuh
 // and kernels/routing/fast_routing_kernels.cuh.
 
-#include "kernels/routing/routing_params.hpp"
+#include "core/ops/routing_params.hpp"
 
 #include <cuda_bf16.h>
 

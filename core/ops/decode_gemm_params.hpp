@@ -1,9 +1,9 @@
 #pragma once
 // Params of the decode grouped GEMM (kernels/gemm/decode.hpp): the grouped GEMM's params plus the
 // weight format. Shared by the CUDA kernel and the Kokkos reference (reference/decode_gemm.hpp).
-// Host-visible, no CUDA headers.
+// Header-only, no CUDA.
 
-#include "kernels/gemm/gemm_params.hpp"
+#include "core/ops/gemm_params.hpp"
 
 #include <cstdint>
 #include <string>
