@@ -6,7 +6,7 @@
 #include "core/chain/shape.hpp"
 #include "core/chain/verifier_chain.hpp"
 #include "core/routing.hpp"
-#include "experiments/routing_arrays.hpp"
+#include "experiments/routing/arrays.hpp"
 #include "kernels/activation/activation.hpp"
 #include "kernels/gemm/gemm.hpp"
 #include "kernels/permute/permute.hpp"

@@ -12,7 +12,7 @@
 #                      bandwidth of the same run
 #   gemm_2cta.h5       the same for splitk with two CTAs per SM (T = 1, 4, 16, isolated): whether
 #                      more warps per SM help
-#   layer_peer.h5      experiments/peers_layer_torch.py: the PyTorch whole layer, /layer_sweep
+#   layer_peer.h5      experiments/chain/peers_layer_torch.py: the PyTorch whole layer, /layer_sweep
 #   summary.txt        the tables of the three files (printed last as well)
 # Budget: GEMM_BUDGET_S seconds (default 240) for the whole call; a phase that does not fit is
 # skipped and says so. GEMM_PHASES selects phases (default: build test routing gemm peer gemm2).
@@ -77,7 +77,7 @@ for phase in $phases; do
       --modes isolated --ctas-per-sm 2 --check-tokens none && mark_done gemm2
     ;;
   peer)
-    run peer 30 env PYTHONUNBUFFERED=1 python3 experiments/peers_layer_torch.py \
+    run peer 30 env PYTHONUNBUFFERED=1 python3 experiments/chain/peers_layer_torch.py \
       --out "$out/layer_peer.h5" --max-minutes "$(awk "BEGIN {print ($(left) - 20) / 60}")" &&
       mark_done peer
     ;;

@@ -1,4 +1,4 @@
-"""The PyTorch whole-layer peer's result files (experiments/peers_layer_torch.py) follow the
+"""The PyTorch whole-layer peer's result files (experiments/chain/peers_layer_torch.py) follow the
 schema of `moefin sweep layer`: the same columns in the same order, read back by moefin. Needs no
 torch and no GPU."""
 import importlib.util
@@ -9,16 +9,16 @@ import h5py
 
 from conftest import ROOT, run
 
-sys.path.insert(0, str(ROOT / "experiments"))
+sys.path.insert(0, str(ROOT / "experiments" / "finalize"))
 _spec = importlib.util.spec_from_file_location("peers_layer_torch",
-                                               ROOT / "experiments" / "peers_layer_torch.py")
+                                               ROOT / "experiments" / "chain" / "peers_layer_torch.py")
 peer = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(peer)
 
 
 def _layer_columns_of_moefin():
     """The column names of chain_tables::layer_columns(), from its source."""
-    src = (ROOT / "experiments" / "chain_tables.cpp").read_text()
+    src = (ROOT / "experiments" / "results" / "chain_tables.cpp").read_text()
     body = src[src.index("std::vector<h5::Column> layer_columns()"):]
     body = body[:body.index("}")]
     return re.findall(r'(?:str|int|real)_col\("([A-Za-z_0-9]+)"', body)
