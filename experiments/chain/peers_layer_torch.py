@@ -40,7 +40,8 @@ SHAPES = {
 }
 VARIANTS = ["grouped_mm", "gather_bmm"]
 
-# The columns of /layer_sweep, in the order moefin writes them (experiments/chain_tables.cpp).
+# The columns of /layer_sweep, in the order moefin writes them
+# (experiments/results/chain_tables.cpp).
 LAYER_FIELDS = [
     ("shape", "S40"), ("H", "<i8"), ("I", "<i8"), ("E", "<i8"), ("K", "<i8"),
     ("activation", "S8"), ("T", "<i8"), ("finalize", "S12"), ("placement", "S16"),
@@ -86,7 +87,8 @@ class Layer:
             w = torch.empty(*size, device="cuda", dtype=torch.bfloat16)
             for e in range(0, size[0], 64):  # in slices: a float copy of 10 GB would not fit
                 sl = torch.rand(min(64, size[0] - e), *size[1:], device="cuda", generator=g)
-                sign = torch.where(torch.rand(sl.shape, device="cuda", generator=g) < 0.5, -1.0, 1.0)
+                coin = torch.rand(sl.shape, device="cuda", generator=g)
+                sign = torch.where(coin < 0.5, -1.0, 1.0)
                 w[e:e + sl.shape[0]] = ((sl * 0.95 + 0.05) * sign / math.sqrt(k)).to(torch.bfloat16)
             return w
         self.w1 = weights(E, n1, H)  # [E, n1, H]: out = x @ w1[e].T
@@ -230,6 +232,9 @@ def main(argv=None):
         for t in tokens:
             if all(table.has(row_key(shape, t, v)) for v in usable) or not usable:
                 continue
+            if a.max_minutes > 0 and time.monotonic() - start > a.max_minutes * 60:
+                print(f"incomplete: --max-minutes reached before {sname} T={t}", file=sys.stderr)
+                break
             g = torch.Generator(device="cuda").manual_seed((seed * 31 + t) & 0x7FFFFFFF)
             x = ((torch.rand(t, shape["H"], device="cuda", generator=g) * 0.95 + 0.05) *
                  torch.where(torch.rand(t, shape["H"], device="cuda", generator=g) < 0.5, -1.0, 1.0)

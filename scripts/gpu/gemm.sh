@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The decode GEMM and routing runs on the GPU machine, from the repository root (carry: .deps).
-# About 4 minutes (build ~1.5, tests ~0.5, routing ~0.3, GEMMs ~1, torch peer ~1). In $OUT:
+# About 4 minutes (build ~1.5, tests ~0.5, routing ~0.3, GEMMs ~1, torch peer ~0.7, sanitizer
+# ~0.5 when it fits). In $OUT:
 #   gemm_log.txt       everything printed, a line "done: PHASE" per finished phase, the GPU
 #   ctest_gpu.txt      test_decode_gpu (split-K GEMM vs the Kokkos reference for bf16 and fp4,
 #                      every e2m1 code and e4m3 scale dequantized exactly, the device quantizer
@@ -13,14 +14,18 @@
 #   gemm_2cta.h5       the same for splitk with two CTAs per SM (T = 1, 4, 16, isolated): whether
 #                      more warps per SM help
 #   layer_peer.h5      experiments/chain/peers_layer_torch.py: the PyTorch whole layer, /layer_sweep
+#   sanitizer.txt      compute-sanitizer memcheck/racecheck/synccheck/initcheck over the decode
+#                      GEMM (bf16, fp4, every PDL knob, weights before the wait) and the decode
+#                      routing tests: exit codes and summaries
 #   summary.txt        the tables of the three files (printed last as well)
 # Budget: GEMM_BUDGET_S seconds (default 240) for the whole call; a phase that does not fit is
-# skipped and says so. GEMM_PHASES selects phases (default: build test routing gemm peer gemm2).
+# skipped and says so. GEMM_PHASES selects phases (default: build test routing gemm peer sanitize
+# gemm2).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-out/gemm}
 budget=${GEMM_BUDGET_S:-240}
-phases=${GEMM_PHASES:-build test routing gemm peer gemm2}
+phases=${GEMM_PHASES:-build test routing gemm peer sanitize gemm2}
 mkdir -p "$out"
 log=$out/gemm_log.txt
 touch "$log"
@@ -81,6 +86,31 @@ for phase in $phases; do
       --out "$out/layer_peer.h5" --max-minutes "$(awk "BEGIN {print ($(left) - 20) / 60}")" &&
       mark_done peer
     ;;
+  sanitize)
+    # Small cases, every PDL knob: each tool gets at most 25 s and only what the budget leaves.
+    san=$out/sanitizer.txt
+    : > "$san"
+    sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+    cases=splitk_skips_tiles_of_no_expert_and_is_deterministic_under_every_pdl_knob
+    cases+=:fast_routing_gives_the_same_arrays_under_every_pdl_knob
+    clean=1
+    for tool in memcheck racecheck synccheck initcheck; do
+      (($(left) < 35)) && { echo "$tool: skipped (budget)" >> "$san"; clean=0; continue; }
+      tlog=/tmp/gemm_sanitize_$tool.log
+      echo "\$ $sanitizer --tool $tool test_decode_gpu --run_test=$cases" >> "$san"
+      timeout 25 "$sanitizer" --tool "$tool" --error-exitcode 3 build-device/tests/test_decode_gpu \
+        --run_test="$cases" > "$tlog" 2>&1
+      rc=$?
+      echo "exit $rc" >> "$san"
+      ((rc == 0)) || clean=0
+      grep -E "SUMMARY|Error|error|Hazard|hazard|No errors|failure|not supported" "$tlog" |
+        tail -6 >> "$san"
+      # Some runtimes refuse the device to the sanitizer (a gVisor machine): no use trying on.
+      grep -q "not supported" "$tlog" && { echo "the sanitizer refused the device" >> "$san"; break; }
+    done
+    cat "$san" >> "$log"
+    ((clean)) && mark_done sanitize
+    ;;
   *)
     say "unknown phase '$phase'"
     ;;
@@ -91,6 +121,7 @@ done
   [[ -f $out/gemm_sweep.h5 ]] && "$bin" sweep gemm --print "$out/gemm_sweep.h5"
   [[ -f $out/gemm_2cta.h5 ]] && "$bin" sweep gemm --print "$out/gemm_2cta.h5"
   [[ -f $out/layer_peer.h5 ]] && "$bin" sweep layer --print "$out/layer_peer.h5" | tail -20
+  [[ -f $out/sanitizer.txt ]] && grep -E "^exit|SUMMARY|refused|skipped" "$out/sanitizer.txt"
 } > "$out/summary.txt" 2>&1
 say "finished; done: $(sed -n 's/^done: //p' "$log" | tr '\n' ' ')"
 tail -c 9000 "$out/summary.txt"

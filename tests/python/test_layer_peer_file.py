@@ -10,8 +10,8 @@ import h5py
 from conftest import ROOT, run
 
 sys.path.insert(0, str(ROOT / "experiments" / "finalize"))
-_spec = importlib.util.spec_from_file_location("peers_layer_torch",
-                                               ROOT / "experiments" / "chain" / "peers_layer_torch.py")
+_spec = importlib.util.spec_from_file_location(
+    "peers_layer_torch", ROOT / "experiments" / "chain" / "peers_layer_torch.py")
 peer = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(peer)
 
@@ -36,7 +36,8 @@ def test_peer_rows_are_read_back_by_moefin(moefin, tmp_path):
     shape = peer.SHAPES["top-8"]
     for variant, us in [("grouped_mm", 210.0), ("gather_bmm", 900.0)]:
         t.append(peer.row_key(shape, 1, variant),
-                 peer.row_values(shape, 1, variant, 16, 3, [us, us + 1, us + 2]), [us, us + 1, us + 2])
+                 peer.row_values(shape, 1, variant, 16, 3, [us, us + 1, us + 2]),
+                 [us, us + 1, us + 2])
     f.close()
     shown = run(moefin, "sweep", "layer", "--print", path).stdout
     assert "torch" in shown and "grouped_mm" in shown and "211.00" in shown
