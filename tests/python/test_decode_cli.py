@@ -1,0 +1,58 @@
+"""`moefin sweep gemm` and `moefin sweep routing` without a GPU: bad flags are one-line usage
+errors (exit 2) naming the flag, bad files one-line file errors (exit 1), and the estimate counts
+the configurations the flags select."""
+import re
+
+import pytest
+
+from conftest import run
+
+USAGE = [
+    (("sweep", "gemm", "--tokens", "0"), "--tokens"),
+    (("sweep", "gemm", "--formats", "int8"), "--formats"),
+    (("sweep", "gemm", "--variants", "tiled", "--formats", "fp4"), "--variants/--formats"),
+    (("sweep", "gemm", "--ctas-per-sm", "9"), "--ctas-per-sm"),
+    (("sweep", "gemm", "--check-tokens", "99"), "--check-tokens"),
+    (("sweep", "gemm", "--shapes", "H100/I1/E1/top-2"), "H100/I1/E1/top-2"),
+    (("sweep", "routing", "--impls", "nope"), "--impls"),
+    (("sweep", "routing", "--tokens", "0"), "--tokens"),
+    (("sweep", "routing", "--tile", "0"), "--tile"),
+]
+
+
+@pytest.mark.parametrize("args,names", USAGE, ids=[" ".join(a[1:]) for a, _ in USAGE])
+def test_bad_flags_are_one_line_usage_errors(moefin, args, names):
+    # sweep gemm checks its flags before --estimate; sweep routing before it looks for a device.
+    extra = ["--estimate"] if args[1] == "gemm" else []
+    proc = run(moefin, *args, *extra, check=False)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and names in lines[0], proc.stderr
+
+
+@pytest.mark.parametrize("command", ["gemm", "routing"])
+def test_unreadable_result_files_are_file_errors(moefin, tmp_path, command):
+    junk = tmp_path / "junk.h5"
+    junk.write_text("not hdf5")
+    for path, what in [(tmp_path / "missing.h5", "cannot open"), (junk, "not an HDF5 file")]:
+        proc = run(moefin, "sweep", command, "--print", path, check=False)
+        assert proc.returncode == 1, proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and str(path) in lines[0] and what in lines[0], proc.stderr
+
+
+def test_the_estimate_counts_the_selected_configurations(moefin):
+    def counts(*flags):
+        out = run(moefin, "sweep", "gemm", "--estimate", *flags).stdout
+        m = re.search(r"(\d+) shapes x (\d+) token counts x (\d+) configurations", out)
+        assert m, out
+        return tuple(int(g) for g in m.groups())
+
+    full = counts()
+    assert full[0] == 3 and full[1] == 16
+    # Fewer formats, variants or modes: fewer configurations; bf16 alone keeps tiled.
+    fp4 = counts("--formats", "fp4")
+    bf16 = counts("--formats", "bf16")
+    assert fp4[2] < bf16[2] < full[2] and fp4[2] + bf16[2] == full[2]
+    assert counts("--shapes", "top-8", "--tokens", "1,4")[:2] == (1, 2)
+    assert counts("--modes", "isolated")[2] < full[2]
