@@ -210,7 +210,14 @@ Published read_published(std::string const& csv) {
       pub.kept.insert(std::stoll(line.substr(0, line.find(','))));
     }
   }
-  pub.note = "* published with the seed (" + csv +
+  // Named relative to the source tree, so that the table is the same in every checkout.
+  std::string shown = csv;
+#ifdef MOEFIN_SOURCE_DIR
+  std::string const root = std::string(MOEFIN_SOURCE_DIR) + "/";
+  if (shown.rfind(root, 0) == 0)
+    shown = shown.substr(root.size());
+#endif
+  pub.note = "* published with the seed (" + shown +
              "), measured on Blackwell parts by the change's authors; kept: the seed keeps the "
              "previous kernel for this top-K";
   return pub;
