@@ -3,7 +3,7 @@
 // weights once at close to the copy bandwidth, for bf16 and for 4-bit weights (core/fp4.hpp)
 // dequantized inside the GEMM. Host-visible header: no CUDA includes.
 //
-// Variants (the chain may take either; kernels/gemm/gemm.hpp is the tiled one):
+// Variants (kernels/gemm/gemm.hpp is the tiled one, the one the layer chain runs today):
 //   tiled   gemm::run: each warp owns (row tile, 16 columns) items over the whole k; bf16 only.
 //   splitk  this file: weights are the MMA's A operand (mma.sync m16n8k16, 32 weight rows per
 //           warp), the row tile's tokens its n8 tiles, so a decode tile of 1-2 tokens wastes an
