@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The decode GEMM and routing runs on the GPU machine, from the repository root (carry: .deps).
-# About 4 minutes (build ~1.5, tests ~0.5, routing ~0.3, GEMMs ~1, torch peer ~0.7, sanitizer
-# ~0.5 when it fits). In $OUT:
+# At most GEMM_BUDGET_S seconds (default 240: build ~1.5 min, tests ~0.5, routing ~0.3, GEMMs
+# ~0.5-1, the torch peer up to what leaves a minute, the sanitizer and the 2-CTA run in that
+# minute). In $OUT:
 #   gemm_log.txt       everything printed, a line "done: PHASE" per finished phase, the GPU
 #   ctest_gpu.txt      test_decode_gpu (split-K GEMM vs the Kokkos reference for bf16 and fp4,
 #                      every e2m1 code and e4m3 scale dequantized exactly, the device quantizer
@@ -17,7 +18,8 @@
 #   sanitizer.txt      compute-sanitizer memcheck/racecheck/synccheck/initcheck over the decode
 #                      GEMM (bf16, fp4, every PDL knob, weights before the wait) and the decode
 #                      routing tests: exit codes and summaries
-#   summary.txt        the tables of the three files (printed last as well)
+#   summary.txt        the tables of the four result files and the sanitizer's exits (printed
+#                      last as well)
 # Budget: GEMM_BUDGET_S seconds (default 240) for the whole call; a phase that does not fit is
 # skipped and says so. GEMM_PHASES selects phases (default: build test routing gemm peer sanitize
 # gemm2).
@@ -32,6 +34,8 @@ touch "$log"
 say() { echo "[gemm $(date -u +%H:%M:%S) +${SECONDS}s] $*" | tee -a "$log"; }
 left() { echo $((budget - SECONDS)); }
 mark_done() { echo "done: $1" >> "$log"; }
+# A run's --max-minutes that leaves $1 seconds of the budget to the phases after it (at least 20).
+minutes_leaving() { awk "BEGIN {s = $(left) - $1; print (s < 20 ? 20 : s) / 60}"; }
 prefix=$PWD/.deps/prefix
 export LD_LIBRARY_PATH=$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 bin=build-device/moefin
@@ -75,7 +79,7 @@ for phase in $phases; do
     ;;
   gemm)
     run gemm 60 "$bin" sweep gemm --out "$out/gemm_sweep.h5" \
-      --max-minutes "$(awk "BEGIN {print ($(left) - 20) / 60}")" && mark_done gemm
+      --max-minutes "$(minutes_leaving 60)" && mark_done gemm
     ;;
   gemm2)
     run gemm2 20 "$bin" sweep gemm --out "$out/gemm_2cta.h5" --tokens 1,4,16 --variants splitk \
@@ -83,7 +87,7 @@ for phase in $phases; do
     ;;
   peer)
     run peer 30 env PYTHONUNBUFFERED=1 python3 experiments/chain/peers_layer_torch.py \
-      --out "$out/layer_peer.h5" --max-minutes "$(awk "BEGIN {print ($(left) - 20) / 60}")" &&
+      --out "$out/layer_peer.h5" --max-minutes "$(minutes_leaving 60)" &&
       mark_done peer
     ;;
   sanitize)
@@ -106,7 +110,10 @@ for phase in $phases; do
       grep -E "SUMMARY|Error|error|Hazard|hazard|No errors|failure|not supported" "$tlog" |
         tail -6 >> "$san"
       # Some runtimes refuse the device to the sanitizer (a gVisor machine): no use trying on.
-      grep -q "not supported" "$tlog" && { echo "the sanitizer refused the device" >> "$san"; break; }
+      if grep -q "not supported" "$tlog"; then
+        echo "the sanitizer refused the device" >> "$san"
+        break
+      fi
     done
     cat "$san" >> "$log"
     ((clean)) && mark_done sanitize
