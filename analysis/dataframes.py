@@ -6,7 +6,8 @@
     sweep["samples"].iloc[0]                  # the row's raw samples (numpy array, one per round)
 
     every = analysis.load_many(["data/"])     # each group over every file, with `file`, `gpu`,
-    every["finalize_sweep"].query("gpu == 'H200 (SM90)' and mode == 'b'")   # `arch` columns
+    every["finalize_sweep"].query("gpu == 'H200 (SM90)' and mode == 'b'")   # `arch` columns and
+                                              # root_carveout, root_ctas_per_sm, root_launch
 
 Files are read and validated by analysis.loader (a bad file raises ResultFileError naming it).
 """
@@ -76,7 +77,9 @@ def load(path):
 def load_many(paths):
     """Every file under `paths` (files, or directories searched for *.h5), each group's rows of
     all files in one DataFrame with the columns `file`, `gpu`, `arch` and the condition
-    attributes first. `.attrs["files"]` lists the files read."""
+    attributes as `root_carveout`, `root_ctas_per_sm`, `root_launch` first (the prefix keeps
+    them apart from a table's own columns, e.g. /pdl_probe's `launch`). `.attrs["files"]` lists
+    the files read."""
     parts = {}
     files = []
     for p in discover(paths if isinstance(paths, (list, tuple)) else [paths]):
@@ -86,7 +89,8 @@ def load_many(paths):
             if df.attrs["kind"] != "table":
                 continue
             lead = {"file": pathlib.Path(one.path).name, "gpu": df.attrs["gpu"],
-                    "arch": one.provenance["arch"], **df.attrs["conditions"]}
+                    "arch": one.provenance["arch"],
+                    **{f"root_{a}": v for a, v in df.attrs["conditions"].items()}}
             df = df.copy()
             for n, (name, value) in enumerate(lead.items()):
                 df.insert(n, name, value)

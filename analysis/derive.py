@@ -1,6 +1,10 @@
-"""Result files derived from a committed one with h5py, for the comparison tests: a subset of
-the rows, some rows' samples scaled (as if a kernel got slower or faster), the rows reordered,
-root attributes changed. The derived file keeps the schema of data/README.md."""
+"""Result files derived from another one with h5py: a subset of the rows, some rows' samples
+scaled (as if a kernel got slower or faster), the rows reordered, root attributes changed. The
+derived file keeps the schema of data/README.md, so every reader takes it; what-if comparisons
+(how large a change `compare` calls slower on this file's noise) and the tests use it.
+
+    derive("sweep.h5", "what_if.h5", scale=scaled("small_batch", 1.1))
+"""
 import h5py
 import numpy as np
 
@@ -11,14 +15,21 @@ def _text(v):
     return v.decode() if isinstance(v, bytes) else v
 
 
+def scaled(variant, factor, groups=("finalize_sweep", "finalize_repeat")):
+    """A `scale` for derive: `factor` on the rows of `variant` in `groups`."""
+    return lambda group, row: factor if group in groups and row.get("variant") == variant \
+        else 1.0
+
+
 def derive(src, dst, keep=None, scale=None, order=None, attrs=None):
     """Writes dst from src. keep(group, row) -> bool selects rows; scale(group, row) -> factor
     multiplies a row's raw samples and time statistics (gbps divided); order(group, n) ->
     permutation of the kept rows; attrs overrides root attributes. Rows are dicts of decoded
-    values. Only table groups are copied."""
+    values. Only table groups are copied; the root attribute `derived_from` names src."""
     with h5py.File(src, "r") as f, h5py.File(dst, "w") as g:
         for k, v in f.attrs.items():
             g.attrs[k] = v
+        g.attrs.create("derived_from", str(src), dtype=h5py.string_dtype())
         for k, v in (attrs or {}).items():
             g.attrs.create(k, v, dtype=h5py.string_dtype())
         for name in f:

@@ -11,7 +11,7 @@ import pytest
 
 from analysis import comparison as pycompare, load
 from conftest import ROOT, run
-from derive_files import derive
+from analysis.derive import derive, scaled
 
 SWEEP = ROOT / "data" / "h200" / "h200_finalize_sweep.h5"
 TIMED = ("finalize_sweep", "finalize_repeat")
@@ -23,10 +23,6 @@ SWEEP_ROWS, VARIANT_ROWS, REPEAT_VARIANT_ROWS = 5184, 5184 // 6, 2 * 3
 
 def subset(group, row):
     return group not in TIMED or int(row["H"]) in HIDDEN
-
-
-def scaled(variant, factor):
-    return lambda group, row: factor if group in TIMED and row["variant"] == variant else 1.0
 
 
 @pytest.fixture(scope="module")
