@@ -66,7 +66,8 @@ def _merging(results):
                              f"conditions, kept side by side: " + "; ".join(labels) + ".")
         for group, n in sorted(r.replaced.items()):
             notes.append(f"{r.column.label} /{group}: {n} rows measured twice under the same "
-                         f"condition; the later file (date_utc) was used.")
+                         f"condition; the later file (date_utc) was used (`moefin compare OLD "
+                         f"NEW` sets the two runs against each other).")
     return notes
 
 
