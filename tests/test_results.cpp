@@ -1,7 +1,7 @@
 #define BOOST_TEST_MODULE results
 #include <boost/test/unit_test.hpp>
 
-#include "core/errors.hpp"
+#include "core/ops/errors.hpp"
 #include "core/stats.hpp"
 #include "core/table_format.hpp"
 #include "experiments/results/compare.hpp"

@@ -1,6 +1,6 @@
 #include "experiments/finalize/sweep_estimate.hpp"
 
-#include "experiments/finalize_inputs.hpp"
+#include "experiments/finalize/cases.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -4,7 +4,7 @@
 // calibrated on the H200 run in data/h200/ (h200_finalize_log.txt: the full grid, 20736 rows,
 // in 86 s). Host-only, no GPU needed.
 
-#include "experiments/finalize_grid.hpp"
+#include "experiments/finalize/grid.hpp"
 
 #include <cstdint>
 #include <string>

@@ -2,7 +2,7 @@
 // compare.hpp), as Markdown, CSV or JSON, with an exit status a CI job can gate on.
 
 #include "core/cli.hpp"
-#include "core/errors.hpp"
+#include "core/ops/errors.hpp"
 #include "core/h5store.hpp"
 #include "experiments/commands.hpp"
 #include "experiments/results/compare.hpp"

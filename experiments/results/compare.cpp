@@ -1,6 +1,6 @@
 #include "experiments/results/compare.hpp"
 
-#include "core/errors.hpp"
+#include "core/ops/errors.hpp"
 #include "core/stats.hpp"
 #include "experiments/results/store_table.hpp"
 
