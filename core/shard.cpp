@@ -50,46 +50,51 @@ std::string assign(std::string const& name, int v) {
   return name + "=" + std::to_string(v);
 }
 
-/// One process launcher: rank variable, size variables (first set wins), local rank variables.
+/// One process launcher: the variable that says it started this process, rank, size, local rank.
 struct LauncherVars {
   char const* launcher;
+  char const* gate;
   char const* rank;
-  std::vector<char const*> size;
+  char const* size;
   std::vector<char const*> local;
 };
 
+/// Every local-rank variable, for a launcher that sets none itself (MPICH's PMI under srun).
+std::vector<char const*> const kAnyLocal{"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                                         "PMI_LOCAL_RANK", "SLURM_LOCALID"};
+
 std::optional<LauncherRank> detect_process_launcher(EnvLookup const& env) {
-  // Innermost first: mpirun started inside a Slurm allocation also sees srun's variables.
+  // Innermost first: mpirun started inside a Slurm allocation also sees srun's variables. An
+  // sbatch script itself has SLURM_PROCID and SLURM_NTASKS but is one process; only the tasks
+  // srun starts have SLURM_STEP_NUM_TASKS, so that is what marks srun.
   static std::vector<LauncherVars> const kLaunchers{
-      {"openmpi", "OMPI_COMM_WORLD_RANK", {"OMPI_COMM_WORLD_SIZE"}, {"OMPI_COMM_WORLD_LOCAL_RANK"}},
-      {"mpich", "PMI_RANK", {"PMI_SIZE"}, {"MPI_LOCALRANKID", "PMI_LOCAL_RANK"}},
-      {"srun", "SLURM_PROCID", {"SLURM_STEP_NUM_TASKS", "SLURM_NTASKS"}, {"SLURM_LOCALID"}},
+      {"openmpi",
+       "OMPI_COMM_WORLD_RANK",
+       "OMPI_COMM_WORLD_RANK",
+       "OMPI_COMM_WORLD_SIZE",
+       {"OMPI_COMM_WORLD_LOCAL_RANK"}},
+      {"mpich", "PMI_RANK", "PMI_RANK", "PMI_SIZE", {"MPI_LOCALRANKID", "PMI_LOCAL_RANK"}},
+      {"srun", "SLURM_STEP_NUM_TASKS", "SLURM_PROCID", "SLURM_STEP_NUM_TASKS", {"SLURM_LOCALID"}},
   };
   for (auto const& l : kLaunchers) {
-    auto const rank = env_int(env, l.rank);
-    if (!rank)
+    if (!env(l.gate))
       continue;
     LauncherRank r;
     r.launcher = l.launcher;
-    r.rank = *rank;
-    r.detail = assign(l.rank, *rank);
-    std::optional<int> size;
-    for (char const* s : l.size)
-      if ((size = env_int(env, s))) {
-        r.detail += ", " + assign(s, *size);
+    r.rank = env_required(env, l.rank, l.gate);
+    r.size = env_required(env, l.size, l.rank);
+    r.detail = assign(l.rank, r.rank) + ", " + assign(l.size, r.size);
+    for (auto const& locals : {l.local, kAnyLocal}) {
+      for (char const* s : locals)
+        if (auto const local = env_int(env, s)) {
+          r.local_rank = *local;
+          r.local_source = s;
+          r.detail += ", " + assign(s, *local);
+          break;
+        }
+      if (!r.local_source.empty())
         break;
-      }
-    if (!size)
-      throw InputError(std::string("launcher environment: ") + l.rank + " is set but " +
-                       l.size.front() + " is not");
-    r.size = *size;
-    for (char const* s : l.local)
-      if (auto const local = env_int(env, s)) {
-        r.local_rank = *local;
-        r.local_source = s;
-        r.detail += ", " + assign(s, *local);
-        break;
-      }
+    }
     if (r.local_source.empty())
       r.local_source = "none";
     if (r.size < 1 || r.rank >= r.size)

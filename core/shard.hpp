@@ -30,11 +30,12 @@ struct LauncherRank {
 
 /// The launcher environment of this process, innermost launcher first: OpenMPI
 /// (OMPI_COMM_WORLD_RANK/SIZE/LOCAL_RANK), MPICH Hydra or Cray PMI (PMI_RANK, PMI_SIZE,
-/// MPI_LOCALRANKID or PMI_LOCAL_RANK), Slurm's srun (SLURM_PROCID, SLURM_STEP_NUM_TASKS or
-/// SLURM_NTASKS, SLURM_LOCALID). A Slurm job array (SLURM_ARRAY_TASK_ID, _COUNT, _MIN, _STEP,
-/// _MAX) around it multiplies: part = array index * size + rank of N = array count * size.
-/// nullopt when none is set. A variable that is set but malformed, or a rank without its size,
-/// is an InputError naming the variable.
+/// MPI_LOCALRANKID or PMI_LOCAL_RANK), Slurm's srun (SLURM_PROCID, SLURM_STEP_NUM_TASKS,
+/// SLURM_LOCALID; an sbatch script without srun is one process and not a launcher). A launcher
+/// without a local rank of its own takes any other's (PMI under srun: SLURM_LOCALID). A Slurm
+/// job array (SLURM_ARRAY_TASK_ID, _COUNT, _MIN, _STEP, _MAX) around it multiplies: part =
+/// array index * size + rank of N = array count * size. nullopt when none is set. A variable
+/// that is set but malformed, or a rank without its size, is an InputError naming it.
 std::optional<LauncherRank> detect_launcher(EnvLookup const& env);
 
 /// The part of the configuration list this process runs.

@@ -92,13 +92,13 @@ BOOST_AUTO_TEST_CASE(each_launcher_gives_rank_size_and_local_rank) {
        2,
        1,
        "PMI_LOCAL_RANK"},
-      {{{"SLURM_PROCID", "6"}, {"SLURM_NTASKS", "16"}, {"SLURM_LOCALID", "2"}},
+      {{{"SLURM_PROCID", "6"}, {"SLURM_STEP_NUM_TASKS", "16"}, {"SLURM_LOCALID", "2"}},
        "srun",
        6,
        16,
        2,
        "SLURM_LOCALID"},
-      // The step's own task count wins over the job's.
+      // The step's own task count, not the job's.
       {{{"SLURM_PROCID", "1"},
         {"SLURM_NTASKS", "16"},
         {"SLURM_STEP_NUM_TASKS", "2"},
@@ -106,6 +106,17 @@ BOOST_AUTO_TEST_CASE(each_launcher_gives_rank_size_and_local_rank) {
        "srun",
        1,
        2,
+       1,
+       "SLURM_LOCALID"},
+      // MPICH's PMI started by srun --mpi=pmi2: the rank from PMI, the local rank from Slurm.
+      {{{"PMI_RANK", "3"},
+        {"PMI_SIZE", "4"},
+        {"SLURM_PROCID", "3"},
+        {"SLURM_STEP_NUM_TASKS", "4"},
+        {"SLURM_LOCALID", "1"}},
+       "mpich",
+       3,
+       4,
        1,
        "SLURM_LOCALID"},
       // mpirun inside a Slurm allocation: the innermost launcher (OpenMPI) decides.
@@ -153,6 +164,18 @@ BOOST_AUTO_TEST_CASE(each_launcher_gives_rank_size_and_local_rank) {
     BOOST_TEST(r->local_source == c.local_source);
   }
   BOOST_TEST(!shard::detect_launcher(lookup({{"PATH", "/bin"}})).has_value());
+  // An sbatch script (no srun) has the job's task count but is a single process.
+  BOOST_TEST(!shard::detect_launcher(
+                  lookup({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}, {"SLURM_LOCALID", "0"}}))
+                  .has_value());
+  auto const batch_array = shard::detect_launcher(lookup({{"SLURM_ARRAY_TASK_ID", "1"},
+                                                          {"SLURM_ARRAY_TASK_COUNT", "2"},
+                                                          {"SLURM_ARRAY_TASK_MIN", "0"},
+                                                          {"SLURM_PROCID", "0"},
+                                                          {"SLURM_NTASKS", "4"}}));
+  BOOST_TEST_REQUIRE(batch_array.has_value());
+  BOOST_TEST(batch_array->launcher == "slurm-array");
+  BOOST_TEST(batch_array->rank == 1);
 }
 
 BOOST_AUTO_TEST_CASE(malformed_launcher_variables_are_one_line_errors_naming_them) {
@@ -168,7 +191,7 @@ BOOST_AUTO_TEST_CASE(malformed_launcher_variables_are_one_line_errors_naming_the
       {"PMI_RANK", "PMI_SIZE"});
   expect_error<InputError>(
       [] {
-        shard::detect_launcher(lookup({{"SLURM_PROCID", "4"}, {"SLURM_NTASKS", "4"}}));
+        shard::detect_launcher(lookup({{"SLURM_PROCID", "4"}, {"SLURM_STEP_NUM_TASKS", "4"}}));
       },
       {"SLURM_PROCID=4", "not a rank below its size"});
   expect_error<InputError>(
@@ -403,6 +426,7 @@ BOOST_AUTO_TEST_CASE(resume_refuses_another_shard_or_grid_and_continues_its_own)
     harness::ShardedRun run("test sweep", flag, grid(n), settings, lookup(mpi_env(0, 2)));
     return run.open("", dir.file("t.h5"), 7);
   };
+  // No shard of 3 ever ran under this name: a wrong count, not a shard that never started.
   expect_error<FileError>([&] { resume("0/3", 8, "s=1"); }, {"t.shard-0-of-3.h5", "cannot open"});
   expect_error<FileError>([&] { resume("", 9, "s=1"); },
                           {path, "written as shard 0/2 of grid", "same grid"});
@@ -413,6 +437,10 @@ BOOST_AUTO_TEST_CASE(resume_refuses_another_shard_or_grid_and_continues_its_own)
   auto file = run.open("", dir.file("t.h5"), 7);
   BOOST_TEST(run.recorded(run.mine()[0]));
   BOOST_TEST(!run.recorded(run.mine()[1]));
+  // Shard 1 never started: resuming the run starts its file, beside shard 0's.
+  harness::ShardedRun late("test sweep", "", grid(8), "s=1", lookup(mpi_env(1, 2)));
+  BOOST_TEST(late.open("", dir.file("t.h5"), 7).path() == dir.file("t.shard-1-of-2.h5"));
+  BOOST_TEST(h5::ResultReader(dir.file("t.shard-1-of-2.h5")).provenance().at("shard_index") == "1");
 }
 
 BOOST_AUTO_TEST_CASE(merge_joins_every_row_and_keeps_each_shards_provenance) {

@@ -13,6 +13,7 @@
 #include "experiments/finalize_inputs.hpp"
 #include "experiments/harness/shard_run.hpp"
 #include "experiments/progress.hpp"
+#include "experiments/run_limit.hpp"
 
 #include <unistd.h>
 
@@ -38,6 +39,7 @@ int sweep_synthetic(cli::Args const& args) {
   cli::po::options_description desc("sweep synthetic options");
   std::string sizes, variants;
   int samples = 5, stop_after = 0;
+  double max_minutes = 0;
   desc.add_options()("sizes", cli::po::value(&sizes)->default_value("1-24"),
                      "axis n: list or ranges, 1..1000000 (cost estimate n x the variant's weight "
                      "ms)")("variants", cli::po::value(&variants)->default_value("base,fast,slow"),
@@ -45,17 +47,20 @@ int sweep_synthetic(cli::Args const& args) {
       "samples", cli::po::value(&samples)->default_value(5), "raw samples per row, 1..1000")(
       "stop-after", cli::po::value(&stop_after)->default_value(0),
       "stop cleanly after this many configurations measured in this call (0: no limit); "
-      "continue with --resume");
+      "continue with --resume")("max-minutes", cli::po::value(&max_minutes)->default_value(0),
+                                "stop cleanly before this many minutes, by the estimates (0: no "
+                                "limit); continue with --resume");
   harness::add_shard_option(desc);
   cli::add_output_options(desc, "out/sweep_synthetic.h5");
   cli::po::variables_map vm;
   if (!cli::parse("sweep synthetic",
                   "[--sizes LIST] [--variants LIST] [--samples N] [--stop-after N] "
-                  "[--shard I/N|env] [--out FILE | --resume FILE]",
+                  "[--max-minutes M] [--shard I/N|env] [--out FILE | --resume FILE]",
                   desc, args, vm))
     return kExitOk;
   cli::check_range("--samples", samples, 1, 1000);
   cli::check_range("--stop-after", stop_after, 0, 1000000000);
+  cli::check_range("--max-minutes", max_minutes, 0.0, 1e6);
   auto const ns = cli::parse_int_list("--sizes", sizes, 1, 1000000);
   auto const vs = fin::parse_choices("--variants", variants, {"base", "fast", "slow"});
 
@@ -88,6 +93,7 @@ int sweep_synthetic(cli::Args const& args) {
                           "the raw samples; cost_s = the estimate the partition used");
 
   Progress progress("sweep synthetic", run.mine().size());
+  RunLimit const limit(max_minutes);
   int measured = 0;
   std::size_t left = 0;
   for (std::size_t i : run.mine()) {
@@ -97,7 +103,7 @@ int sweep_synthetic(cli::Args const& args) {
       progress.step(c.key, true);
       continue;
     }
-    if (stop_after > 0 && measured >= stop_after) {
+    if ((stop_after > 0 && measured >= stop_after) || !limit.allows(c.cost_s)) {
       left = run.mine_from(i);
       break;
     }
@@ -122,7 +128,7 @@ int sweep_synthetic(cli::Args const& args) {
   progress.finish();
   std::cout << "wrote " << path << " (" << table.rows() << " rows in /synthetic_sweep)\n";
   if (left)
-    std::cout << "incomplete: stopped by --stop-after with " << left
+    std::cout << "incomplete: stopped by --stop-after or --max-minutes with " << left
               << " configurations left; continue with --resume " << run.resume_name(vm, path)
               << "\n";
   return kExitOk;

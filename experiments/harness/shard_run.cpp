@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <iostream>
 
 namespace moefin::harness {
 
@@ -24,6 +26,16 @@ std::string text(double v) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.3f", v);
   return buf;
+}
+
+/// Whether another shard of the same count was started under this base name.
+bool sibling_exists(std::string const& base, shard::Spec spec) {
+  for (int i = 0; i < spec.count; ++i) {
+    spec.index = i;
+    if (std::filesystem::exists(shard::shard_path(base, spec)))
+      return true;
+  }
+  return false;
 }
 
 std::string value_of(h5::Provenance const& p, std::string const& name) {
@@ -105,10 +117,17 @@ h5::ResultWriter ShardedRun::open(cli::po::variables_map const& vm) {
 
 h5::ResultWriter ShardedRun::open(std::string const& out_path, std::string const& resume_path,
                                   std::uint64_t seed) {
-  bool const resuming = !resume_path.empty();
+  bool resuming = !resume_path.empty();
   std::string const path = shard::shard_path(resuming ? resume_path : out_path, spec_);
   std::string const me = "shard " + std::to_string(spec_.index) + "/" +
                          std::to_string(spec_.count) + " of grid " + fingerprint_;
+  if (resuming && active() && !std::filesystem::exists(path) &&
+      sibling_exists(resume_path, spec_)) {
+    // A shard that never started (e.g. an array task cancelled while pending) starts now; the
+    // others of the same count resume theirs.
+    std::cout << "note: " << path << " does not exist yet; starting it\n";
+    resuming = false;
+  }
   if (resuming) {
     // Checked read-only first, so that a refused resume leaves the file as it was.
     h5::ResultReader const r(path);

@@ -60,7 +60,8 @@ public:
   /// Creates (or, with `resume_path`, continues) this process's result file: for a shard the
   /// name derived from the path (shard::shard_path), its root attributes recording the shard, the
   /// grid and the GPU pick, and /shard_plan; on resume the file must be the same shard of the
-  /// same grid (FileError otherwise).
+  /// same grid (FileError otherwise). A shard whose file is missing while another shard of the
+  /// same count exists under that name starts afresh (it never ran).
   h5::ResultWriter open(std::string const& out_path, std::string const& resume_path,
                         std::uint64_t seed);
   /// Opens with the --out / --resume / --seed options of `vm`.
