@@ -18,16 +18,19 @@
 # Time: the build 10 s when kept, ~3-4 min on a fresh machine; after it, about 20 + 70/N s
 # (check) + 25 + 90/N s (grid) + 40 s (spread, N >= 2): ~3.5 min on one GPU, ~2.5 min on two,
 # ~1.5 min on eight. SHARD_BUDGET_S (default 540) bounds the call: a phase that does not fit is
-# left for the next call, whose sweeps resume from the shard files (sharded_shards.tar).
+# left for the next call, whose sweeps resume from the shard files (sharded_shards.tar.gz).
 # SHARD_GPUS overrides the GPU count (nvidia-smi -L). SHARD_SELFTEST=1 runs every phase but the
-# build with host-only `moefin sweep synthetic` grids (tests/python/test_sharded_script.py).
+# build with host-only `moefin sweep synthetic` grids (tests/python/test_sharded_script.py;
+# SHARD_SELFTEST_STOP=K stops each grid process after K configurations, as a budget would).
 # $OUT (7 files):
 #   sharded_log.txt             everything printed, nvidia-smi before and after the grid
 #   sharded_summary.json        GPUs, launcher, wall and per-shard seconds, speedup, spread
 #   sharded_finalize_sweep.h5   the merged grid (the file to commit; partial if the budget ended)
 #   sharded_finalize_check.h5   the merged check
 #   sharded_spread_gpu0.h5, sharded_spread_gpu1.h5   the subset measured on each of two GPUs
-#   sharded_shards.tar          every shard file (re-merge, or resume in a second call)
+#   sharded_shards.tar.gz       every shard file (re-merge, or resume in a second call)
+# The merged files are plain HDF5 (about 12 MB the check, 10 MB the grid); `h5repack -f GZIP=6`
+# shrinks them about tenfold before they are committed, as data/h200's were.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 : "${OUT:?set OUT to the folder whose files come back}"
@@ -40,7 +43,7 @@ mkdir -p "$OUT" "$work"
 log=$OUT/sharded_log.txt
 if [[ -d $prev ]]; then
   [[ -f $prev/sharded_log.txt && ! -f $log ]] && cp "$prev/sharded_log.txt" "$log"
-  [[ -f $prev/sharded_shards.tar ]] && tar -xf "$prev/sharded_shards.tar" -C "$work"
+  [[ -f $prev/sharded_shards.tar.gz ]] && tar -xzf "$prev/sharded_shards.tar.gz" -C "$work"
   for f in "$prev"/sharded_*.h5; do
     [[ -f $f && ! -e $OUT/$(basename "$f") ]] && cp "$f" "$OUT/"
   done
@@ -63,6 +66,7 @@ if ((selftest)); then
   check_ref_table=synthetic_sweep
   check_axes=n,variant
   grid_args=(sweep synthetic --sizes 1-60)
+  [[ -n ${SHARD_SELFTEST_STOP:-} ]] && grid_args+=(--stop-after "$SHARD_SELFTEST_STOP")
   spread_args=(sweep synthetic --sizes 1-20)
   spread_table=synthetic_sweep spread_metric=median
   single_s=""
@@ -139,7 +143,7 @@ merge_into() { # name file
   return 1
 }
 
-pack() { (cd "$work" && tar -cf - ./*.shard-*.h5 2> /dev/null) > "$OUT/sharded_shards.tar"; }
+pack() { (cd "$work" && tar -czf - ./*.shard-*.h5 2> /dev/null) > "$OUT/sharded_shards.tar.gz"; }
 
 # build
 if ! ((selftest)) && ! is_done build; then

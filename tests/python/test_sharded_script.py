@@ -15,7 +15,7 @@ from analysis import shards
 
 SCRIPT = ROOT / "scripts" / "gpu" / "sharded.sh"
 FILES = {"sharded_log.txt", "sharded_summary.json", "sharded_finalize_sweep.h5",
-         "sharded_finalize_check.h5", "sharded_shards.tar"}
+         "sharded_finalize_check.h5", "sharded_shards.tar.gz"}
 
 
 def script(tmp, moefin, **env):
@@ -62,3 +62,24 @@ def test_a_second_call_with_the_first_calls_files_skips_what_is_done(tmp_path, m
     assert "done before: check grid spread" in second
     assert ": moefin " not in second  # nothing launched again
     assert (tmp_path / "b" / "out" / "sharded_finalize_sweep.h5").is_file()
+
+
+def test_a_grid_cut_short_resumes_in_the_next_call_from_the_returned_shards(tmp_path, moefin):
+    first = script(tmp_path / "a", moefin, SHARD_LAUNCHER="hand", SHARD_GPUS="2",
+                   SHARD_SELFTEST_STOP="20")
+    assert "grid: incomplete" in first
+    log = (tmp_path / "a" / "out" / "sharded_log.txt").read_text().splitlines()
+    assert "done: check" in log and "done: grid" not in log
+    summary = json.loads((tmp_path / "a" / "out" / "sharded_summary.json").read_text())
+    assert summary["grid"]["merge_state"] == "partial"
+    assert summary["grid"]["missing_configurations"] == 180 - 2 * 20
+    second = script(tmp_path / "b", moefin, SHARD_LAUNCHER="hand", SHARD_GPUS="2",
+                    SHARD_RESUME_DIR=str(tmp_path / "a" / "out"))
+    assert "--resume" in second and "grid: merged" in second
+    summary = json.loads((tmp_path / "b" / "out" / "sharded_summary.json").read_text())
+    assert summary["grid"]["merge_state"] == "complete"
+    one = tmp_path / "one.h5"
+    run(moefin, "sweep", "synthetic", "--sizes", "1-60", "--out", one)
+    ok, text = shards.same_rows(one, tmp_path / "b" / "out" / "sharded_finalize_sweep.h5",
+                                "synthetic_sweep", ["n", "variant", "median", "min"])
+    assert ok, text
