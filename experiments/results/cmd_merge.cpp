@@ -16,7 +16,11 @@ int merge(cli::Args const& args) {
   cli::po::options_description desc("merge options");
   std::vector<std::string> files;
   desc.add_options()("files", cli::po::value(&files)->multitoken(),
-                     "OUT.h5 (created; must not exist) then the shard files, in any order")(
+                     "OUT.h5 (created; must not exist) then the shard files, in any order. "
+                     "Refused with one line naming the file (exit 1): not a shard, another "
+                     "build, grid, GPU model, seed or shard count, a shard twice, a key in two "
+                     "shards. Missing shards and configurations are listed and stop the merge "
+                     "(exit 1) unless --allow-partial")(
       "allow-partial", "write the merged file even when shards or configurations are missing "
                        "(root attribute merge_state = partial); the report still lists them");
   cli::po::positional_options_description pos;
