@@ -1,6 +1,6 @@
 #include "core/device_pick.hpp"
 
-#include "core/errors.hpp"
+#include "core/ops/errors.hpp"
 
 #ifdef MOEFIN_HAVE_CUDA
 #include <cuda_runtime_api.h>

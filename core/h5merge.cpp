@@ -1,6 +1,6 @@
 #include "core/h5merge.hpp"
 
-#include "core/errors.hpp"
+#include "core/ops/errors.hpp"
 #include "core/h5store.hpp"
 #include "core/shard.hpp"
 

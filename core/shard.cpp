@@ -1,6 +1,6 @@
 #include "core/shard.hpp"
 
-#include "core/errors.hpp"
+#include "core/ops/errors.hpp"
 
 #include <algorithm>
 #include <cstdlib>

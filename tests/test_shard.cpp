@@ -1,7 +1,7 @@
 #define BOOST_TEST_MODULE shard
 #include <boost/test/unit_test.hpp>
 
-#include "core/errors.hpp"
+#include "core/ops/errors.hpp"
 #include "core/h5merge.hpp"
 #include "core/h5store.hpp"
 #include "core/rng.hpp"

@@ -9,11 +9,11 @@
 #include "core/rng.hpp"
 #include "core/stats.hpp"
 #include "experiments/commands.hpp"
-#include "experiments/finalize_grid.hpp"
-#include "experiments/finalize_inputs.hpp"
+#include "experiments/finalize/grid.hpp"
+#include "experiments/finalize/cases.hpp"
 #include "experiments/harness/shard_run.hpp"
-#include "experiments/progress.hpp"
-#include "experiments/run_limit.hpp"
+#include "experiments/harness/progress.hpp"
+#include "experiments/harness/run_limit.hpp"
 
 #include <unistd.h>
 

@@ -1,6 +1,6 @@
 #include "experiments/harness/shard_run.hpp"
 
-#include "core/errors.hpp"
+#include "core/ops/errors.hpp"
 
 #include <cmath>
 #include <cstdio>
