@@ -7,7 +7,7 @@
 #include "experiments/chain/reference_chain.hpp"
 #include "experiments/chain/run.hpp"
 #include "experiments/commands.hpp"
-#include "experiments/harness/progress.hpp"
+#include "experiments/harness/bench_state.hpp"
 #include "experiments/results/chain_tables.hpp"
 
 #include <chrono>
@@ -70,127 +70,152 @@ int run_replay(EquivOptions const& o, std::uint64_t seed, std::uint64_t weight_s
   return kExitFailure;
 }
 
-int run_equivalence(EquivOptions const& o, h5::ResultWriter& file, std::uint64_t seed) {
-  auto table = file.table("equivalence", chain_tables::equivalence_columns(),
-                          "randomized routings through the layer chain, PDL on vs off, every "
-                          "buffer hashed per iteration on the GPU; output vs the Kokkos "
-                          "reference (max_rel_err relative to the output's peak)");
-  std::size_t const total = o.shapes.size() * o.tokens.size() * o.presets.size();
-  Progress progress("equivalence", total);
-  int failures = 0;
-  std::int64_t timelines = 0;
-  for (auto const& shape : o.shapes) {
-    std::uint64_t const wseed = chain::weight_seed(seed, shape);
-    std::unique_ptr<chain::LayerWeights> weights;
-    for (std::int64_t T : o.tokens) {
-      chain::validate(shape, T, o.tile_m);
-      int const batch = static_cast<int>(std::min<std::int64_t>(o.batch, o.routings));
-      std::int64_t const batches = (o.routings + batch - 1) / batch;
-      std::unique_ptr<chain::ChainRunner> runner;
-      std::map<std::uint64_t, std::vector<std::uint16_t>> refs; // shared by the presets
+/// Every (shape, T, preset) of the run: one unit and one row each, keyed
+/// "shape=..,T=..,preset=..,delay=D@KERNEL[,set=OVERRIDES]" (as every /equivalence so far).
+bench::Benchmark equivalence_benchmark(EquivOptions const& o) {
+  bench::Benchmark b("equivalence", chain_tables::equivalence_columns(),
+                     "randomized routings through the layer chain, PDL on vs off, every buffer "
+                     "hashed per iteration on the GPU; output vs the Kokkos reference "
+                     "(max_rel_err relative to the output's peak)");
+  std::vector<bench::Config> units;
+  for (auto const& shape : o.shapes)
+    for (std::int64_t T : o.tokens)
       for (chain::Preset p : o.presets) {
-        chain::ChainConfig const cfg = config_of(p, o);
-        std::string const key =
-            "shape=" + shape.name + ",T=" + std::to_string(T) + ",preset=" + chain::preset_name(p) +
-            ",delay=" + std::to_string(o.delay_ns) + "@" + chain::kernel_name(o.delay_kernel) +
-            (o.overrides.empty() ? "" : ",set=" + o.overrides);
-        if (table.has(key)) {
-          progress.step(key, true);
-          continue;
-        }
-        if (!weights)
-          weights = std::make_unique<chain::LayerWeights>(shape, wseed);
-        if (!runner) {
-          chain::RunnerOptions ro;
-          ro.tokens = T;
-          ro.tile_m = o.tile_m;
-          chain_run::apply(o.residency, ro);
-          ro.iterations = batch;
-          ro.stamps = o.stamps;
-          ro.hidden_seed = Rng::mix(wseed, 3);
-          runner = std::make_unique<chain::ChainRunner>(*weights, ro);
-        }
-        chain_run::Series series;
-        double max_err = -1;
-        int checks = 0;
-        for (std::int64_t b = 0; b < batches; ++b) {
-          std::vector<std::uint64_t> seeds(static_cast<std::size_t>(batch));
-          for (int i = 0; i < batch; ++i)
-            seeds[static_cast<std::size_t>(i)] = chain::routing_seed(seed, shape, T, b * batch + i);
-          auto const t0 = std::chrono::steady_clock::now();
-          runner->set_routings(seeds);
-          auto const off = runner->run_batch(cfg, false);
-          auto const on = runner->run_batch(cfg, true);
-          series.seconds +=
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-          chain_run::add_batch(series, on, off, seeds);
-          if (b < o.ref_checks) {
-            // The last routing of the batch: its output is what the out buffer holds now.
-            std::uint64_t const s = seeds.back();
-            if (!refs.count(s))
-              refs[s] = chain_run::reference_output(runner->plan(cfg), *weights, T, s,
-                                                    runner->hidden_states());
-            auto const bytes = runner->download(chain::Buffer::kOut);
-            auto const* gpu = reinterpret_cast<std::uint16_t const*>(bytes.data());
-            max_err =
-                std::max(max_err, chain_run::max_rel_err(gpu, refs[s].data(), refs[s].size()));
-            ++checks;
-          }
-        }
-        std::int64_t first_index = -1;
-        std::string first_buffer;
-        if (series.mismatches > 0) {
-          first_buffer = chain::buffer_name(static_cast<chain::Buffer>(series.first_buffer));
-          chain::RunnerOptions ro;
-          ro.tokens = T;
-          ro.tile_m = o.tile_m;
-          chain_run::apply(o.residency, ro);
-          ro.hidden_seed = Rng::mix(wseed, 3);
-          auto const r = chain_run::replay(*weights, ro, cfg, series.first_seed, o.replay_attempts);
-          if (r.reproduced) {
-            first_buffer = chain::buffer_name(static_cast<chain::Buffer>(r.buffer));
-            first_index = r.index;
-            std::cerr << "  replay of " << series.first_seed << ": " << r.detail << "\n";
-          }
-        }
-        bool const ref_ok = checks == 0 || max_err <= o.tolerance;
-        failures += (series.mismatches > 0 || !ref_ok) ? 1 : 0;
-        h5::Row row;
-        row.set("shape", shape.name)
+        bench::Config u;
+        u.set("shape", shape.name)
             .set("T", T)
-            .set("preset", chain::preset_name(p))
+            .set("preset", std::string(chain::preset_name(p)))
             .set("overrides", o.overrides)
             .set("delay_ns", o.delay_ns)
-            .set("delayed_kernel", o.delay_ns ? chain::kernel_name(o.delay_kernel) : "none")
-            .set("finalize", runner->finalize_variant(cfg).name)
-            .set("tile_m", o.tile_m)
-            .set("routings", series.routings)
-            .set("mismatches", series.mismatches)
-            .set("first_buffer", first_buffer)
-            .set("first_index", first_index)
-            .set("first_seed", series.mismatches ? std::to_string(series.first_seed) : "")
-            .set("stale_reads", series.stale)
-            .set("recorded_reads", series.recorded)
-            .set("ref_checks", checks)
-            .set("max_rel_err", max_err)
-            .set("tolerance", o.tolerance)
-            .set("routings_per_s", static_cast<double>(series.routings) / series.seconds);
-        table.append(key, row);
-        if (o.stamps) {
-          chain_run::write_timeline(file, "timeline_equivalence_" + std::to_string(timelines++),
-                                    runner->timeline(), key);
-        }
-        std::ostringstream what;
-        what << key << ": " << series.mismatches << "/" << series.routings << " mismatches, "
-             << series.stale << " stale reads, ref err "
-             << (checks ? std::to_string(max_err) : std::string("-")) << ", "
-             << static_cast<int>(static_cast<double>(series.routings) / series.seconds)
-             << " routings/s";
-        progress.step(what.str());
+            .set("delayed_kernel",
+                 std::string(o.delay_ns ? chain::kernel_name(o.delay_kernel) : "none"));
+        units.push_back(u);
+      }
+  b.units(std::move(units));
+  b.key([&o](bench::Config const& r) {
+    return "shape=" + r.str("shape") + ",T=" + std::to_string(r.num("T")) +
+           ",preset=" + r.str("preset") + ",delay=" + std::to_string(o.delay_ns) + "@" +
+           chain::kernel_name(o.delay_kernel) + (o.overrides.empty() ? "" : ",set=" + o.overrides);
+  });
+  b.cost([&o](bench::Config const&, std::size_t) {
+    return 0.5 + 2e-3 * static_cast<double>(o.routings); // both PDL modes, hashing, the copies
+  });
+  return b;
+}
+
+int run_equivalence(EquivOptions const& o, h5::ResultWriter& file, std::uint64_t seed) {
+  bench::Benchmark const bench = equivalence_benchmark(o);
+  int failures = 0;
+  std::int64_t timelines = 0;
+  std::map<std::string, chain::LayerShape> shape_of;
+  for (auto const& s : o.shapes)
+    shape_of[s.name] = s;
+  // One set of weights and one runner at a time: units come grouped by shape, then T.
+  std::unique_ptr<chain::LayerWeights> weights;
+  std::unique_ptr<chain::ChainRunner> runner;
+  std::string runner_of;
+  std::map<std::uint64_t, std::vector<std::uint16_t>> refs; // shared by the presets of a T
+  auto body = [&](bench::Unit const& u, std::vector<bench::Config> const&, bench::Recorder& rec) {
+    chain::LayerShape const& shape = shape_of.at(u.config.str("shape"));
+    std::int64_t const T = u.config.num("T");
+    chain::Preset p;
+    chain::parse_preset(u.config.str("preset"), &p);
+    chain::ChainConfig const cfg = config_of(p, o);
+    std::string const key = bench.row_key(u.config);
+    std::uint64_t const wseed = chain::weight_seed(seed, shape);
+    int const batch = static_cast<int>(std::min<std::int64_t>(o.batch, o.routings));
+    std::int64_t const batches = (o.routings + batch - 1) / batch;
+    std::string const which = shape.name + ",T=" + std::to_string(T);
+    if (runner_of != which) {
+      runner.reset();
+      refs.clear();
+      if (weights && weights->shape().name != shape.name)
+        weights.reset();
+      runner_of = which;
+    }
+    if (!weights)
+      weights = std::make_unique<chain::LayerWeights>(shape, wseed);
+    if (!runner) {
+      chain::RunnerOptions ro;
+      ro.tokens = T;
+      ro.tile_m = o.tile_m;
+      chain_run::apply(o.residency, ro);
+      ro.iterations = batch;
+      ro.stamps = o.stamps;
+      ro.hidden_seed = Rng::mix(wseed, 3);
+      runner = std::make_unique<chain::ChainRunner>(*weights, ro);
+    }
+    chain_run::Series series;
+    double max_err = -1;
+    int checks = 0;
+    for (std::int64_t b = 0; b < batches; ++b) {
+      std::vector<std::uint64_t> seeds(static_cast<std::size_t>(batch));
+      for (int i = 0; i < batch; ++i)
+        seeds[static_cast<std::size_t>(i)] = chain::routing_seed(seed, shape, T, b * batch + i);
+      auto const t0 = std::chrono::steady_clock::now();
+      runner->set_routings(seeds);
+      auto const off = runner->run_batch(cfg, false);
+      auto const on = runner->run_batch(cfg, true);
+      series.seconds +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      chain_run::add_batch(series, on, off, seeds);
+      if (b < o.ref_checks) {
+        // The last routing of the batch: its output is what the out buffer holds now.
+        std::uint64_t const s = seeds.back();
+        if (!refs.count(s))
+          refs[s] = chain_run::reference_output(runner->plan(cfg), *weights, T, s,
+                                                runner->hidden_states());
+        auto const bytes = runner->download(chain::Buffer::kOut);
+        auto const* gpu = reinterpret_cast<std::uint16_t const*>(bytes.data());
+        max_err = std::max(max_err, chain_run::max_rel_err(gpu, refs[s].data(), refs[s].size()));
+        ++checks;
       }
     }
-  }
-  progress.finish();
+    std::int64_t first_index = -1;
+    std::string first_buffer;
+    if (series.mismatches > 0) {
+      first_buffer = chain::buffer_name(static_cast<chain::Buffer>(series.first_buffer));
+      chain::RunnerOptions ro;
+      ro.tokens = T;
+      ro.tile_m = o.tile_m;
+      chain_run::apply(o.residency, ro);
+      ro.hidden_seed = Rng::mix(wseed, 3);
+      auto const r = chain_run::replay(*weights, ro, cfg, series.first_seed, o.replay_attempts);
+      if (r.reproduced) {
+        first_buffer = chain::buffer_name(static_cast<chain::Buffer>(r.buffer));
+        first_index = r.index;
+        std::cerr << "  replay of " << series.first_seed << ": " << r.detail << "\n";
+      }
+    }
+    bool const ref_ok = checks == 0 || max_err <= o.tolerance;
+    failures += (series.mismatches > 0 || !ref_ok) ? 1 : 0;
+    bench::Measurement m;
+    m.columns.set("finalize", runner->finalize_variant(cfg).name)
+        .set("tile_m", o.tile_m)
+        .set("routings", series.routings)
+        .set("mismatches", series.mismatches)
+        .set("first_buffer", first_buffer)
+        .set("first_index", first_index)
+        .set("first_seed", series.mismatches ? std::to_string(series.first_seed) : "")
+        .set("stale_reads", series.stale)
+        .set("recorded_reads", series.recorded)
+        .set("ref_checks", checks)
+        .set("max_rel_err", max_err)
+        .set("tolerance", o.tolerance)
+        .set("routings_per_s", static_cast<double>(series.routings) / series.seconds);
+    rec.add(u.config, std::move(m));
+    if (o.stamps) {
+      chain_run::write_timeline(file, "timeline_equivalence_" + std::to_string(timelines++),
+                                runner->timeline(), key);
+    }
+    std::ostringstream what;
+    what << series.mismatches << "/" << series.routings << " mismatches, " << series.stale
+         << " stale reads, ref err " << (checks ? std::to_string(max_err) : std::string("-"))
+         << ", " << static_cast<int>(static_cast<double>(series.routings) / series.seconds)
+         << " routings/s";
+    rec.summary(what.str());
+  };
+  bench.run(file, bench::RunOptions{}, body);
   h5::ResultReader reader(file.path());
   chain_tables::print_equivalence(reader.read_table("equivalence"), std::cout);
   if (failures)
@@ -229,7 +254,8 @@ int equivalence(cli::Args const& args) {
       "replay", po::value<std::string>(),
       "replay routing SEED (one shape, T, preset) and print the first differing buffer/index")(
       "replay-attempts", po::value<int>()->default_value(20), "attempts of --replay, 1..10000")(
-      "print", po::value<std::string>(), "print the /equivalence table of FILE and exit");
+      "print", po::value<std::string>(), "print the /equivalence table of FILE and exit")(
+      "list", "print the configurations (index, estimated seconds, key) and exit; no GPU needed");
   chain_run::add_residency_options(desc, chain_run::Residency{});
   cli::add_output_options(desc, "equivalence.h5");
   po::variables_map vm;
@@ -271,6 +297,10 @@ int equivalence(cli::Args const& args) {
       chain::validate(s, T, o.tile_m);
   chain::ChainConfig probe = chain::preset_config(o.presets[0]);
   chain::apply_overrides(probe, o.overrides); // bad overrides fail before any GPU work
+  if (vm.count("list")) {
+    equivalence_benchmark(o).list(std::cout);
+    return kExitOk;
+  }
 #ifdef MOEFIN_HAVE_CUDA
   chain_run::require_device("equivalence");
   std::uint64_t const seed = vm["seed"].as<std::uint64_t>();

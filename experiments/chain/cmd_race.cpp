@@ -10,12 +10,13 @@
 #include "experiments/chain/race_cells.hpp"
 #include "experiments/chain/run.hpp"
 #include "experiments/commands.hpp"
-#include "experiments/harness/progress.hpp"
+#include "experiments/harness/bench_state.hpp"
 #include "experiments/results/chain_tables.hpp"
 
 #include <iomanip>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <stdexcept>
 
@@ -65,6 +66,40 @@ std::size_t print_summary(h5::Table const& t, h5::Provenance const& root, std::o
   return contradicted;
 }
 
+/// The cells of the matrix for every (shape, T): one unit and one row each, keyed
+/// "<shape>,T=<T>,<cell key>" (as every /race_matrix so far); the cell's columns are its values.
+bench::Benchmark race_benchmark(std::vector<chain::LayerShape> const& shapes,
+                                std::vector<std::int64_t> const& tokens,
+                                std::vector<race::Cell> const& cells) {
+  bench::Benchmark b("race_matrix", chain_tables::race_columns(),
+                     "race matrix: iterations with a bitwise mismatch vs PDL off and with stale "
+                     "pre-wait reads in finalize, per PDL configuration; verifier = verdict of "
+                     "the happens-before verifier on the chain the cell ran "
+                     "(chain::verifier_chain)");
+  std::vector<bench::Config> units;
+  for (auto const& s : shapes)
+    for (std::int64_t t : tokens)
+      for (std::size_t i = 0; i < cells.size(); ++i) {
+        race::Cell const& c = cells[i];
+        bench::Config u;
+        u.set("shape", s.name)
+            .set("T", t)
+            .set("preset", c.cfg.preset)
+            .set("triggers", c.triggers)
+            .set("meta", c.meta)
+            .set("delay_ns", c.delay_ns)
+            .set("delayed_kernel", c.delayed_kernel)
+            .set("cell", static_cast<std::int64_t>(i));
+        units.push_back(u);
+      }
+  b.units(std::move(units));
+  b.key([&cells](bench::Config const& r) {
+    return r.str("shape") + ",T=" + std::to_string(r.num("T")) + "," +
+           cells.at(static_cast<std::size_t>(r.num("cell"))).key;
+  });
+  return b;
+}
+
 } // namespace
 
 int race(cli::Args const& args) {
@@ -94,7 +129,8 @@ int race(cli::Args const& args) {
       "stamps", "record the timelines of the benchmark cells and of each preset's own cell")(
       "describe", "print each cell's chain (the JSON `moefin verify` reads) with the verifier's "
                   "verdict, and exit; no GPU needed")(
-      "print", po::value<std::string>(), "print the /race_matrix table of FILE and exit");
+      "print", po::value<std::string>(), "print the /race_matrix table of FILE and exit")(
+      "list", "print the cells (index, key) and exit; no GPU needed");
   chain_run::add_residency_options(desc, chain_run::Residency{});
   cli::add_output_options(desc, "race.h5");
   po::variables_map vm;
@@ -158,26 +194,18 @@ int race(cli::Args const& args) {
     }
     return kExitOk;
   }
+  bench::Benchmark const bench = race_benchmark({shape}, {T}, cells);
+  if (vm.count("list")) {
+    bench.list(std::cout);
+    return kExitOk;
+  }
 #ifdef MOEFIN_HAVE_CUDA
   chain_run::require_device("race");
   auto file = h5::ResultWriter::open(vm["out"].as<std::string>(), vm["resume"].as<std::string>(),
                                      vm["seed"].as<std::uint64_t>());
   std::uint64_t const seed = file.seed();
-  auto table = file.table("race_matrix", chain_tables::race_columns(),
-                          "race matrix: iterations with a bitwise mismatch vs PDL off and with "
-                          "stale pre-wait reads in finalize, per PDL configuration; verifier = "
-                          "verdict of the happens-before verifier on the chain the cell ran "
-                          "(chain::verifier_chain)");
   bool const stamps = vm.count("stamps") > 0;
-  chain::LayerWeights const weights(shape, chain::weight_seed(seed, shape));
-  chain::RunnerOptions ro;
-  ro.tokens = T;
-  ro.tile_m = tile_m;
-  ro.iterations = iterations;
-  ro.stamps = stamps;
-  ro.stream_launch = launch == "stream";
   chain_run::Residency const residency = chain_run::read_residency_options(vm);
-  chain_run::apply(residency, ro);
   chain_run::record(residency, file);
   file.set_attr("/", "launch", launch); // a file holds one launch mode: keys do not name it
   auto const recorded = file.provenance().find("overrides");
@@ -185,46 +213,57 @@ int race(cli::Args const& args) {
     throw InputError("--set: '" + axes.overrides + "' differs from '" + recorded->second +
                      "', the overrides the rows of the resumed file ran with");
   file.set_attr("/", "overrides", axes.overrides); // race::row_config rebuilds the cells with it
-  ro.hidden_seed = Rng::mix(chain::weight_seed(seed, shape), 3);
-  chain::ChainRunner runner(weights, ro);
-  std::vector<std::uint64_t> seeds(static_cast<std::size_t>(iterations));
-  for (int i = 0; i < iterations; ++i)
-    seeds[static_cast<std::size_t>(i)] = chain::routing_seed(seed, shape, T, i);
-  runner.set_routings(seeds);
-  std::map<std::string, chain::BatchResult> off; // per metadata placement
-  Progress progress("race", cells.size());
+  // One runner per (shape, T) at a time (units come grouped by them), its PDL-off batches per
+  // metadata placement (delays do not change a PDL-off run).
+  std::unique_ptr<chain::LayerWeights> weights;
+  std::unique_ptr<chain::ChainRunner> runner;
+  std::string runner_of;
+  std::vector<std::uint64_t> seeds;
+  std::map<std::string, chain::BatchResult> off;
   std::int64_t timelines = 0;
-  std::string const key_prefix = shape.name + ",T=" + std::to_string(T) + ",";
-  for (auto const& c : cells) {
-    std::string const key = key_prefix + c.key;
-    if (table.has(key)) {
-      progress.step(key, true);
-      continue;
+  auto body = [&](bench::Unit const& u, std::vector<bench::Config> const&, bench::Recorder& rec) {
+    chain::LayerShape const& sh = shape;
+    std::int64_t const t = u.config.num("T");
+    race::Cell const& c = cells.at(static_cast<std::size_t>(u.config.num("cell")));
+    std::string const key = bench.row_key(u.config);
+    std::string const which = sh.name + ",T=" + std::to_string(t);
+    if (runner_of != which) {
+      runner.reset();
+      if (!weights || weights->shape().name != sh.name)
+        weights = std::make_unique<chain::LayerWeights>(sh, chain::weight_seed(seed, sh));
+      chain::RunnerOptions ro;
+      ro.tokens = t;
+      ro.tile_m = tile_m;
+      ro.iterations = iterations;
+      ro.stamps = stamps;
+      ro.stream_launch = launch == "stream";
+      chain_run::apply(residency, ro);
+      ro.hidden_seed = Rng::mix(chain::weight_seed(seed, sh), 3);
+      runner = std::make_unique<chain::ChainRunner>(*weights, ro);
+      seeds.assign(static_cast<std::size_t>(iterations), 0);
+      for (int i = 0; i < iterations; ++i)
+        seeds[static_cast<std::size_t>(i)] = chain::routing_seed(seed, sh, t, i);
+      runner->set_routings(seeds);
+      off.clear();
+      runner_of = which;
     }
     if (!off.count(c.meta)) {
       chain::ChainConfig quiet = c.cfg;
       for (chain::Kernel k : chain::kAllKernels)
         quiet.at(k).delay_ns = 0;
-      off[c.meta] = runner.run_batch(quiet, false);
+      off[c.meta] = runner->run_batch(quiet, false);
     }
-    finalize::FinalizeVariant const& variant = runner.finalize_variant(c.cfg);
-    finalize::FinalizeVariant const& planned = race::planned_finalize_variant(shape, T, c.cfg);
+    finalize::FinalizeVariant const& variant = runner->finalize_variant(c.cfg);
+    finalize::FinalizeVariant const& planned = race::planned_finalize_variant(sh, t, c.cfg);
     if (&variant != &planned)
       throw std::logic_error("race: finalize picked " + variant.name + " on the device but " +
                              planned.name + " in --describe's prediction for " + key);
     chain::CellVerdict const verdict = chain::verify_cell(c.cfg, variant, launch == "graph");
-    auto const on = runner.run_batch(c.cfg, true);
+    auto const on = runner->run_batch(c.cfg, true);
     chain_run::Series s;
     chain_run::add_batch(s, on, off[c.meta], seeds);
-    h5::Row row;
-    row.set("shape", shape.name)
-        .set("T", T)
-        .set("preset", c.cfg.preset)
-        .set("triggers", c.triggers)
-        .set("meta", c.meta)
-        .set("delay_ns", c.delay_ns)
-        .set("delayed_kernel", c.delayed_kernel)
-        .set("finalize", variant.name)
+    bench::Measurement m;
+    m.columns.set("finalize", variant.name)
         .set("iterations", s.routings)
         .set("mismatches", s.mismatches)
         .set("stale_reads", s.stale)
@@ -233,16 +272,16 @@ int race(cli::Args const& args) {
         .set("first_buffer",
              s.mismatches ? chain::buffer_name(static_cast<chain::Buffer>(s.first_buffer)) : "")
         .set("verifier", pdl::verdict_name(verdict.chain));
-    table.append(key, row);
+    rec.add(u.config, std::move(m));
     if (stamps &&
         (c.benchmark || (c.own && c.meta == "before" && c.delay_ns == axes.delays.back())))
       chain_run::write_timeline(file, "timeline_race_" + std::to_string(timelines++),
-                                runner.timeline(), key);
-    progress.step(key + ": " + std::to_string(s.mismatches) + "/" + std::to_string(s.routings) +
-                  " mismatches, " + std::to_string(s.stale_iterations) +
-                  " stale iterations; verifier " + pdl::verdict_name(verdict.chain));
-  }
-  progress.finish();
+                                runner->timeline(), key);
+    rec.summary(std::to_string(s.mismatches) + "/" + std::to_string(s.routings) + " mismatches, " +
+                std::to_string(s.stale_iterations) + " stale iterations; verifier " +
+                pdl::verdict_name(verdict.chain));
+  };
+  bench.run(file, bench::RunOptions{}, body);
   h5::ResultReader reader(file.path());
   auto t = reader.read_table("race_matrix");
   race::fill_verdicts(t, reader.provenance()); // rows of a resumed file that predates the column
