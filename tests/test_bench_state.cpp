@@ -217,3 +217,42 @@ BOOST_AUTO_TEST_CASE(a_row_whose_ratio_partner_was_not_measured_is_skipped_with_
     named = named || reason == "its ratio partner variant=base was not measured";
   BOOST_TEST(named);
 }
+
+BOOST_AUTO_TEST_CASE(a_part_of_the_units_runs_and_each_complete_unit_is_reported) {
+  TempDir d;
+  auto file = h5::ResultWriter::create(d.file("toy.h5"), h5::collect_provenance(1));
+  std::vector<std::pair<std::size_t, std::size_t>> done; // (index, rows written)
+  bench::RunOptions o;
+  o.runs = [](bench::Unit const& u) { return u.index % 2 == 0; };
+  o.finished = [&](bench::Unit const& u, std::size_t rows, double) {
+    done.emplace_back(u.index, rows);
+  };
+  // Unit 2's "fast" row gets no measurement (a broken output): unit 2 is not complete.
+  bench::Body lossy = [](bench::Unit const& u, std::vector<bench::Config> const&,
+                         bench::Recorder& rec) {
+    for (auto const& r : u.rows)
+      if (u.index != 2 || r.str("variant") != "fast") {
+        bench::Measurement m;
+        m.samples = samples_of(r);
+        m.columns.set("rounds", 5);
+        rec.add(r, std::move(m));
+      }
+  };
+  auto const r = toy().run(file, o, lossy);
+  BOOST_TEST(r.units == 2u);
+  BOOST_TEST(r.measured == 2u);
+  BOOST_TEST(r.rows == 4u); // unit 0: 3 rows, unit 2: base only
+  BOOST_TEST_REQUIRE(done.size() == 1u);
+  BOOST_TEST(done[0].first == 0u);
+  BOOST_TEST(done[0].second == 3u);
+  // Again with a body that measures everything: unit 0 is already complete, unit 2 now is.
+  done.clear();
+  Calls calls;
+  auto const again = toy().run(file, o, fake_body(calls));
+  BOOST_TEST(again.resumed == 1u);
+  BOOST_TEST(calls.units == 1);
+  BOOST_TEST(calls.rows_asked == 1u);
+  BOOST_TEST_REQUIRE(done.size() == 2u);
+  BOOST_TEST((done[0] == std::pair<std::size_t, std::size_t>{0, 0}));
+  BOOST_TEST((done[1] == std::pair<std::size_t, std::size_t>{2, 1}));
+}

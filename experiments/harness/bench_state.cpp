@@ -289,7 +289,11 @@ RunResult Benchmark::run(h5::ResultWriter& file, h5::TableWriter& table,
                          std::vector<Unit> const& units, RunOptions const& o,
                          Body const& body) const {
   RunResult res;
-  res.units = units.size();
+  std::vector<Unit const*> selected;
+  for (auto const& u : units)
+    if (!o.runs || o.runs(u))
+      selected.push_back(&u);
+  res.units = selected.size();
   std::unique_ptr<h5::TableWriter> skips;
   std::set<std::string> noted;
   // Skip rows are keyed by experiment and a hash of the row key (which may be long); the row key
@@ -313,35 +317,43 @@ RunResult Benchmark::run(h5::ResultWriter& file, h5::TableWriter& table,
     if (noted.insert(why).second)
       std::fprintf(stderr, "[%s] skipped: %s (%s)\n", table_.c_str(), why.c_str(), k.c_str());
   };
-  Progress progress(table_, units.size());
-  RunLimit const limit(o.max_minutes);
-  double model_done = 0, real_done = 0;
-  for (std::size_t i = 0; i < units.size(); ++i) {
-    Unit const& u = units[i];
-    for (auto const& s : u.skipped)
-      record_skip(s.first, s.second);
+  auto missing = [&](Unit const& u) {
     std::vector<Config> todo;
     for (auto const& r : u.rows) {
       std::string const k = row_key(r);
       if (!table.has(k) && !skipped(k))
         todo.push_back(r);
     }
+    return todo;
+  };
+  Progress progress(table_, selected.size());
+  RunLimit const limit(o.max_minutes);
+  double model_done = 0, real_done = 0;
+  for (std::size_t i = 0; i < selected.size(); ++i) {
+    Unit const& u = *selected[i];
+    for (auto const& s : u.skipped)
+      record_skip(s.first, s.second);
+    std::vector<Config> const todo = missing(u);
     if (todo.empty()) {
       progress.step(u.label, /*skipped=*/true);
       ++res.resumed;
+      if (o.finished)
+        o.finished(u, 0, 0.0);
       continue;
     }
     double const pace = model_done > 0 ? real_done / model_done : 1.0;
     if (!limit.allows(u.cost_s * pace)) {
-      res.left = units.size() - i;
+      res.left = selected.size() - i;
       break;
     }
     double const t0 = limit.elapsed_s();
     Recorder rec;
     body(u, todo, rec);
-    real_done += limit.elapsed_s() - t0;
+    double const seconds = limit.elapsed_s() - t0;
+    real_done += seconds;
     model_done += u.cost_s;
     ++res.measured;
+    std::size_t written = 0;
     std::map<std::string, std::vector<double>> samples;
     for (auto const& [row, m] : rec.rows_)
       samples[row_key(row)] = m.samples;
@@ -358,7 +370,10 @@ RunResult Benchmark::run(h5::ResultWriter& file, h5::TableWriter& table,
       }
       table.append(k, row_of(row, m, samples), m.samples);
       ++res.rows;
+      ++written;
     }
+    if (o.finished && missing(u).empty())
+      o.finished(u, written, seconds);
     progress.step(u.label + (rec.summary_.empty() ? "" : ": " + rec.summary_));
   }
   progress.finish();

@@ -80,7 +80,7 @@ struct Unit {
   Config config;            // the unit axes
   std::vector<Config> rows; // every valid row, in row-axis order
   std::vector<std::pair<Config, std::string>> skipped; // rows left out, with the reason
-  std::string label;                                   // the unit's axis values, for progress lines
+  std::string label; // the unit's axis values ("H=..,T=..,K=..,w=.."): its stable key
 };
 
 /// What the body hands back for one row.
@@ -112,11 +112,19 @@ using Body = std::function<void(Unit const& unit, std::vector<Config> const& tod
 
 struct RunOptions {
   double max_minutes = 0; // 0: no limit
+  /// The units this process runs (e.g. its part of a partition by Unit::index and
+  /// Unit::cost_s); unset: every unit. Units it refuses are neither measured nor counted.
+  std::function<bool(Unit const&)> runs;
+  /// Called once a unit is complete (every row in the file or recorded as skipped), with the
+  /// rows written in this call and the seconds it took (0 for a unit the file already held).
+  /// A unit whose body recorded no row for some of its rows (e.g. a broken output) is not
+  /// complete: a resumed run measures it again.
+  std::function<void(Unit const&, std::size_t rows, double seconds)> finished;
 };
 
 struct RunResult {
-  std::size_t units = 0, measured = 0, resumed = 0;
-  std::size_t left = 0; // units not started because of --max-minutes
+  std::size_t units = 0, measured = 0, resumed = 0; // units: those `runs` selects
+  std::size_t left = 0; // selected units not started because of --max-minutes
   std::size_t rows = 0; // rows written in this call
   std::size_t skips = 0;
 };
