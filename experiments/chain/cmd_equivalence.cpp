@@ -25,8 +25,8 @@ struct EquivOptions {
   std::vector<std::int64_t> tokens;
   std::vector<chain::Preset> presets;
   std::string overrides;
-  std::int64_t delay_ns = 0;
-  chain::Kernel delay_kernel = chain::Kernel::kRouting;
+  std::vector<std::int64_t> delays = {0};                               // --delay-ns
+  std::vector<chain::Kernel> delay_kernels = {chain::Kernel::kRouting}; // --delay-kernels
   std::int64_t routings = 1000;
   int batch = 250;
   std::int64_t tile_m = 16;
@@ -37,26 +37,29 @@ struct EquivOptions {
   int replay_attempts = 20;
 };
 
-chain::ChainConfig config_of(chain::Preset p, EquivOptions const& o) {
+chain::ChainConfig config_of(chain::Preset p, EquivOptions const& o, std::int64_t delay_ns,
+                             chain::Kernel delay_kernel) {
   chain::ChainConfig c = chain::preset_config(p);
   chain::apply_overrides(c, o.overrides);
-  if (o.delay_ns > 0)
-    c.at(o.delay_kernel).delay_ns = o.delay_ns;
+  if (delay_ns > 0)
+    c.at(delay_kernel).delay_ns = delay_ns;
   return c;
 }
 
 #ifdef MOEFIN_HAVE_CUDA
 
 int run_replay(EquivOptions const& o, std::uint64_t seed, std::uint64_t weight_seed) {
-  if (o.shapes.size() != 1 || o.tokens.size() != 1 || o.presets.size() != 1)
-    throw InputError("--replay: give exactly one --shapes, --tokens and --presets value");
+  if (o.shapes.size() != 1 || o.tokens.size() != 1 || o.presets.size() != 1 ||
+      o.delays.size() != 1 || o.delay_kernels.size() != 1)
+    throw InputError("--replay: give exactly one --shapes, --tokens, --presets, --delay-ns and "
+                     "--delay-kernels value");
   chain::LayerWeights const w(o.shapes[0], weight_seed);
   chain::RunnerOptions ro;
   ro.tokens = o.tokens[0];
   ro.tile_m = o.tile_m;
   chain_run::apply(o.residency, ro);
   ro.hidden_seed = Rng::mix(weight_seed, 3);
-  chain::ChainConfig const cfg = config_of(o.presets[0], o);
+  chain::ChainConfig const cfg = config_of(o.presets[0], o, o.delays[0], o.delay_kernels[0]);
   std::cout << "replay of routing " << seed << " after routing " << chain::replay_predecessor(seed)
             << ": " << o.shapes[0].name << " T=" << ro.tokens << " " << chain::describe(cfg)
             << "\n";
@@ -70,8 +73,10 @@ int run_replay(EquivOptions const& o, std::uint64_t seed, std::uint64_t weight_s
   return kExitFailure;
 }
 
-/// Every (shape, T, preset) of the run: one unit and one row each, keyed
-/// "shape=..,T=..,preset=..,delay=D@KERNEL[,set=OVERRIDES]" (as every /equivalence so far).
+/// Every (shape, T, preset, delay, delayed kernel) of the run (a zero delay once, whatever the
+/// kernels): one unit and one row each, keyed
+/// "shape=..,T=..,preset=..,delay=D@KERNEL[,set=OVERRIDES]" (as every /equivalence so far; a
+/// zero delay names the first kernel of --delay-kernels).
 bench::Benchmark equivalence_benchmark(EquivOptions const& o) {
   bench::Benchmark b("equivalence", chain_tables::equivalence_columns(),
                      "randomized routings through the layer chain, PDL on vs off, every buffer "
@@ -80,22 +85,26 @@ bench::Benchmark equivalence_benchmark(EquivOptions const& o) {
   std::vector<bench::Config> units;
   for (auto const& shape : o.shapes)
     for (std::int64_t T : o.tokens)
-      for (chain::Preset p : o.presets) {
-        bench::Config u;
-        u.set("shape", shape.name)
-            .set("T", T)
-            .set("preset", std::string(chain::preset_name(p)))
-            .set("overrides", o.overrides)
-            .set("delay_ns", o.delay_ns)
-            .set("delayed_kernel",
-                 std::string(o.delay_ns ? chain::kernel_name(o.delay_kernel) : "none"));
-        units.push_back(u);
-      }
+      for (chain::Preset p : o.presets)
+        for (std::int64_t d : o.delays)
+          for (chain::Kernel k : o.delay_kernels) {
+            if (d == 0 && k != o.delay_kernels.front())
+              continue;
+            bench::Config u;
+            u.set("shape", shape.name)
+                .set("T", T)
+                .set("preset", std::string(chain::preset_name(p)))
+                .set("overrides", o.overrides)
+                .set("delay_ns", d)
+                .set("delay_at", std::string(chain::kernel_name(k)))
+                .set("delayed_kernel", std::string(d ? chain::kernel_name(k) : "none"));
+            units.push_back(u);
+          }
   b.units(std::move(units));
   b.key([&o](bench::Config const& r) {
     return "shape=" + r.str("shape") + ",T=" + std::to_string(r.num("T")) +
-           ",preset=" + r.str("preset") + ",delay=" + std::to_string(o.delay_ns) + "@" +
-           chain::kernel_name(o.delay_kernel) + (o.overrides.empty() ? "" : ",set=" + o.overrides);
+           ",preset=" + r.str("preset") + ",delay=" + std::to_string(r.num("delay_ns")) + "@" +
+           r.str("delay_at") + (o.overrides.empty() ? "" : ",set=" + o.overrides);
   });
   b.cost([&o](bench::Config const&, std::size_t) {
     return 0.5 + 2e-3 * static_cast<double>(o.routings); // both PDL modes, hashing, the copies
@@ -120,7 +129,9 @@ int run_equivalence(EquivOptions const& o, h5::ResultWriter& file, std::uint64_t
     std::int64_t const T = u.config.num("T");
     chain::Preset p;
     chain::parse_preset(u.config.str("preset"), &p);
-    chain::ChainConfig const cfg = config_of(p, o);
+    chain::Kernel delay_kernel = chain::Kernel::kRouting;
+    chain::parse_kernel(u.config.str("delay_at"), &delay_kernel);
+    chain::ChainConfig const cfg = config_of(p, o, u.config.num("delay_ns"), delay_kernel);
     std::string const key = bench.row_key(u.config);
     std::uint64_t const wseed = chain::weight_seed(seed, shape);
     int const batch = static_cast<int>(std::min<std::int64_t>(o.batch, o.routings));
@@ -238,10 +249,10 @@ int equivalence(cli::Args const& args) {
       "set", po::value<std::string>()->default_value(""),
       "overrides for every preset: <kernel>.trigger|delay_ns|pdl=V, finalize.meta=before|after, "
       "finalize.variant=new|previous (comma-separated)")(
-      "delay-ns", po::value<std::int64_t>()->default_value(0),
-      "delay injected before the writes of --delay-kernel, 0..10^9 ns")(
-      "delay-kernel", po::value<std::string>()->default_value("routing"),
-      "kernel that --delay-ns delays")(
+      "delay-ns", po::value<std::string>()->default_value("0"),
+      "delays injected before the writes of --delay-kernels, 0..10^9 ns")(
+      "delay-kernels", po::value<std::string>()->default_value("routing"),
+      "kernels that receive the delay")(
       "routings", po::value<std::int64_t>()->default_value(1000),
       "randomized routings per (shape, T, preset), rounded up to whole batches, 1..10^7")(
       "batch", po::value<int>()->default_value(250), "layers per CUDA graph replay, 1..4096")(
@@ -257,10 +268,11 @@ int equivalence(cli::Args const& args) {
       "print", po::value<std::string>(), "print the /equivalence table of FILE and exit")(
       "list", "print the configurations (index, estimated seconds, key) and exit; no GPU needed");
   chain_run::add_residency_options(desc, chain_run::Residency{});
-  cli::add_output_options(desc, "equivalence.h5");
+  cli::add_result_options(desc, "equivalence");
   po::variables_map vm;
   if (!cli::parse("equivalence",
-                  "[--shapes S] [--tokens T] [--presets P] [--set K=V,..] [--delay-ns N] "
+                  "[--shapes S] [--tokens T] [--presets P] [--set K=V,..] [--delay-ns D] "
+                  "[--delay-kernels K] "
                   "[--routings N] [--replay SEED] [--print FILE] [--out FILE]",
                   desc, args, vm))
     return kExitOk;
@@ -274,11 +286,9 @@ int equivalence(cli::Args const& args) {
   o.tokens = cli::parse_int_list("--tokens", vm["tokens"].as<std::string>(), 1, 128);
   o.presets = chain::parse_presets(vm["presets"].as<std::string>(), "--presets");
   o.overrides = vm["set"].as<std::string>();
-  o.delay_ns = vm["delay-ns"].as<std::int64_t>();
-  cli::check_range<std::int64_t>("--delay-ns", o.delay_ns, 0, 1000000000);
-  if (!chain::parse_kernel(vm["delay-kernel"].as<std::string>(), &o.delay_kernel))
-    throw InputError("--delay-kernel: value '" + vm["delay-kernel"].as<std::string>() +
-                     "' not one of {routing, permute, gemm1, act, gemm2, finalize}");
+  o.delays = cli::parse_int_list("--delay-ns", vm["delay-ns"].as<std::string>(), 0, 1000000000);
+  o.delay_kernels =
+      chain_run::parse_delay_kernels(vm["delay-kernels"].as<std::string>(), "--delay-kernels");
   o.routings = vm["routings"].as<std::int64_t>();
   cli::check_range<std::int64_t>("--routings", o.routings, 1, 10000000);
   o.batch = vm["batch"].as<int>();

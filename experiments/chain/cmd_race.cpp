@@ -13,6 +13,7 @@
 #include "experiments/harness/bench_state.hpp"
 #include "experiments/results/chain_tables.hpp"
 
+#include <algorithm>
 #include <iomanip>
 #include <iostream>
 #include <map>
@@ -105,18 +106,19 @@ bench::Benchmark race_benchmark(std::vector<chain::LayerShape> const& shapes,
 int race(cli::Args const& args) {
   namespace po = cli::po;
   po::options_description desc("race options");
-  desc.add_options()("shape", po::value<std::string>()->default_value("top-8"),
-                     "layer shape: top-8, top-22, top-16 or H<h>/I<i>/E<e>/top-<k>[/relu2]")(
-      "tokens", po::value<std::int64_t>()->default_value(4), "tokens, 1..128")(
+  desc.add_options()("shapes", po::value<std::string>()->default_value("top-8"),
+                     "layer shapes: top-8, top-22, top-16 or H<h>/I<i>/E<e>/top-<k>[/relu2]")(
+      "tokens", po::value<std::string>()->default_value("4"), "token counts, 1..128")(
       "presets", po::value<std::string>()->default_value("seed-before,seed-after,all-early,safe"),
       "PDL presets")("triggers", po::value<std::string>()->default_value("sweep"),
                      "sweep: each kernel's placements one at a time plus all-entry and "
                      "all-after-wait; full: every combination of the four kernels")(
       "meta", po::value<std::string>()->default_value("before,after"),
       "finalize metadata placements")(
-      "delays", po::value<std::string>()->default_value("0,3000,25000"),
-      "injected delays (ns)")("delay-kernels", po::value<std::string>()->default_value("routing"),
-                              "kernels that receive the delay (comma-separated)")(
+      "delay-ns", po::value<std::string>()->default_value("0,3000,25000"),
+      "delays injected before the writes of --delay-kernels, 0..10^9 ns")(
+      "delay-kernels", po::value<std::string>()->default_value("routing"),
+      "kernels that receive the delay")(
       "finalize", po::value<std::string>()->default_value("new"),
       "finalize: new or previous (the dispatch rule with or without small_batch), or a finalize "
       "variant launched whatever the shape")("set", po::value<std::string>()->default_value(""),
@@ -132,11 +134,12 @@ int race(cli::Args const& args) {
       "print", po::value<std::string>(), "print the /race_matrix table of FILE and exit")(
       "list", "print the cells (index, key) and exit; no GPU needed");
   chain_run::add_residency_options(desc, chain_run::Residency{});
-  cli::add_output_options(desc, "race.h5");
+  cli::add_result_options(desc, "race");
   po::variables_map vm;
   if (!cli::parse("race",
-                  "[--shape S] [--tokens T] [--presets P] [--triggers sweep|full] [--meta M] "
-                  "[--delays D] [--iterations N] [--describe] [--print FILE] [--out FILE]",
+                  "[--shapes S] [--tokens T] [--presets P] [--triggers sweep|full] [--meta M] "
+                  "[--delay-ns D] [--delay-kernels K] [--iterations N] [--describe] [--list] "
+                  "[--print FILE] [--out FILE]",
                   desc, args, vm))
     return kExitOk;
   if (vm.count("print")) {
@@ -158,43 +161,43 @@ int race(cli::Args const& args) {
   axes.metas = chain::split_list(vm["meta"].as<std::string>(), "--meta");
   for (auto const& m : axes.metas)
     cli::check_choice("--meta", m, {"before", "after"});
-  axes.delays = cli::parse_int_list("--delays", vm["delays"].as<std::string>(), 0, 1000000000);
-  axes.delay_kernels.clear();
-  for (auto const& k :
-       chain::split_list(vm["delay-kernels"].as<std::string>(), "--delay-kernels")) {
-    chain::Kernel kk;
-    if (!chain::parse_kernel(k, &kk))
-      throw InputError("--delay-kernels: value '" + k +
-                       "' not one of {routing, permute, gemm1, act, gemm2, finalize}");
-    axes.delay_kernels.push_back(kk);
-  }
+  axes.delays = cli::parse_int_list("--delay-ns", vm["delay-ns"].as<std::string>(), 0, 1000000000);
+  axes.delay_kernels =
+      chain_run::parse_delay_kernels(vm["delay-kernels"].as<std::string>(), "--delay-kernels");
   chain::ChainConfig choice;
   chain::apply_overrides(choice, "finalize.variant=" + vm["finalize"].as<std::string>(),
                          "--finalize");
   axes.finalize = choice.finalize;
   axes.overrides = vm["set"].as<std::string>();
-  chain::LayerShape const shape = chain::parse_shape(vm["shape"].as<std::string>(), "--shape");
-  std::int64_t const T = vm["tokens"].as<std::int64_t>();
+  std::vector<chain::LayerShape> const shapes =
+      chain::parse_shapes(vm["shapes"].as<std::string>(), "--shapes");
+  std::vector<std::int64_t> const tokens =
+      cli::parse_int_list("--tokens", vm["tokens"].as<std::string>(), 1, 128);
   std::int64_t const tile_m = vm["tile-m"].as<std::int64_t>();
-  chain::validate(shape, T, tile_m);
+  for (auto const& shape : shapes)
+    for (std::int64_t T : tokens)
+      chain::validate(shape, T, tile_m);
   int const iterations = vm["iterations"].as<int>();
   cli::check_range("--iterations", iterations, 2, 4096);
   auto const cells = race::cells(axes);
   std::string const launch = vm["launch"].as<std::string>();
   cli::check_choice("--launch", launch, {"graph", "stream"});
   if (vm.count("describe")) {
-    for (auto const& c : cells) {
-      finalize::FinalizeVariant const& variant = race::planned_finalize_variant(shape, T, c.cfg);
-      chain::CellVerdict const v = chain::verify_cell(c.cfg, variant, launch == "graph");
-      std::cout << "# " << shape.name << ",T=" << T << "," << c.key
-                << (c.benchmark ? " (benchmark)" : "") << ": finalize " << variant.name
-                << ", verifier " << pdl::verdict_name(v.chain) << " (" << v.races << " of "
-                << v.pairs << " pairs race)\n"
-                << chain::chain_json(c.cfg, variant, launch == "graph");
-    }
+    for (auto const& shape : shapes)
+      for (std::int64_t T : tokens)
+        for (auto const& c : cells) {
+          finalize::FinalizeVariant const& variant =
+              race::planned_finalize_variant(shape, T, c.cfg);
+          chain::CellVerdict const v = chain::verify_cell(c.cfg, variant, launch == "graph");
+          std::cout << "# " << shape.name << ",T=" << T << "," << c.key
+                    << (c.benchmark ? " (benchmark)" : "") << ": finalize " << variant.name
+                    << ", verifier " << pdl::verdict_name(v.chain) << " (" << v.races << " of "
+                    << v.pairs << " pairs race)\n"
+                    << chain::chain_json(c.cfg, variant, launch == "graph");
+        }
     return kExitOk;
   }
-  bench::Benchmark const bench = race_benchmark({shape}, {T}, cells);
+  bench::Benchmark const bench = race_benchmark(shapes, tokens, cells);
   if (vm.count("list")) {
     bench.list(std::cout);
     return kExitOk;
@@ -222,7 +225,9 @@ int race(cli::Args const& args) {
   std::map<std::string, chain::BatchResult> off;
   std::int64_t timelines = 0;
   auto body = [&](bench::Unit const& u, std::vector<bench::Config> const&, bench::Recorder& rec) {
-    chain::LayerShape const& sh = shape;
+    chain::LayerShape const& sh =
+        *std::find_if(shapes.begin(), shapes.end(),
+                      [&](chain::LayerShape const& x) { return x.name == u.config.str("shape"); });
     std::int64_t const t = u.config.num("T");
     race::Cell const& c = cells.at(static_cast<std::size_t>(u.config.num("cell")));
     std::string const key = bench.row_key(u.config);

@@ -98,7 +98,7 @@ int sweep_layer(cli::Args const& args) {
               "needed");
   // The kernels' own policies (two CTAs per SM) and the driver's carveout: the layer as it runs.
   chain_run::add_residency_options(desc, chain_run::Residency{2, false});
-  cli::add_output_options(desc, "layer_sweep.h5");
+  cli::add_result_options(desc, "sweep layer");
   po::variables_map vm;
   if (!cli::parse("sweep layer",
                   "[--shapes S] [--tokens T] [--rounds N] [--layers N] [--ctas-per-sm N] "

@@ -107,7 +107,7 @@ int check_finalize(cli::Args const& args) {
       "stop cleanly before this many minutes (0: no limit); continue with --resume")(
       "list", "print the configurations (index, estimated seconds, row keys, skipped rows with "
               "their reason) and exit; no GPU needed");
-  cli::add_output_options(desc, "out/finalize_check.h5");
+  cli::add_result_options(desc, "check finalize");
   cli::po::variables_map vm;
   if (!cli::parse("check finalize",
                   "[--hidden LIST] [--tokens LIST|regime] [--top-k LIST] [--weights LIST] "

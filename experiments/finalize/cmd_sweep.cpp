@@ -471,7 +471,7 @@ int sweep_finalize(cli::Args const& args) {
       "print the seed-format tables of these result files and exit (no GPU needed)")(
       "published", cli::po::value(&published)->default_value(fin::default_published_csv()),
       "published speedups (CSV) shown beside the measured columns");
-  cli::add_output_options(desc, "out/finalize_sweep.h5");
+  cli::add_result_options(desc, "sweep finalize");
   cli::po::variables_map vm;
   if (!cli::parse("sweep finalize",
                   "[--hidden LIST] [--tokens LIST|regime] [--top-k LIST] [--weights LIST] "

@@ -22,7 +22,7 @@ int pdl_probe(cli::Args const& args) {
                      "rounds per chain and launch mode, 2..100000")(
       "delay-ns", cli::po::value<std::int64_t>()->default_value(20000),
       "producer's delay before its write, 0..10^8 ns");
-  cli::add_output_options(desc, "out/pdl_probe.h5");
+  cli::add_result_options(desc, "pdl-probe");
   cli::po::variables_map vm;
   if (!cli::parse("pdl-probe", "[--iterations N] [--delay-ns D] [--out FILE]", desc, args, vm))
     return kExitOk;
