@@ -10,6 +10,8 @@ bool parse(std::string const& command, std::string const& synopsis,
   for (auto const& arg : args)
     for (auto const& r : renamed_flags()) {
       std::string const old = r.old;
+      if (r.command && command != r.command)
+        continue;
       if (arg == old || arg.rfind(old + "=", 0) == 0)
         throw UsageError(command + ": " + old + " is now " + r.now + " (see 'moefin " + command +
                          " --help')");
@@ -50,6 +52,8 @@ std::vector<Renamed> const& renamed_flags() {
       {"--shape", "--shapes"},
       {"--delays", "--delay-ns"},
       {"--delay-kernel", "--delay-kernels"},
+      // --table GROUP selects a table (show); --print FILE prints a command's tables of files.
+      {"--table", "--print", "sweep finalize"},
   };
   return kRenamed;
 }
@@ -59,8 +63,9 @@ char const* const kListSyntaxHelp =
     "integer list also takes inclusive ranges lo:hi or lo:hi:step (1:4 is 1,2,3,4; 16:64:16 is\n"
     "16,32,48,64), mixed with single values (1,2,8:10). The same axis has the same flag in\n"
     "every command (--shapes, --tokens, --delay-ns, --delay-kernels, ...); a renamed spelling\n"
-    "fails with a line naming the new one. Experiments write out/<command>.h5 unless --out\n"
-    "names a file (out/sweep_finalize.h5 for `sweep finalize`).\n";
+    "fails with a line naming the new one. --print FILE prints a command's tables of result\n"
+    "files (no GPU); --table GROUP picks one table of a file (show). Experiments write\n"
+    "out/<command>.h5 unless --out names a file (out/sweep_finalize.h5 for `sweep finalize`).\n";
 
 void add_result_options(po::options_description& desc, std::string const& command) {
   desc.add_options()("out,o", po::value<std::string>()->default_value(default_out(command)),

@@ -48,6 +48,7 @@ void add_result_options(po::options_description& desc, std::string const& comman
 struct Renamed {
   char const* old;
   char const* now;
+  char const* command = nullptr; // the one command it was renamed in; nullptr: every command
 };
 /// Every renamed spelling (one vocabulary: the same name for the same axis in every command).
 std::vector<Renamed> const& renamed_flags();

@@ -119,7 +119,8 @@ BOOST_AUTO_TEST_CASE(one_vocabulary_renamed_flags_name_the_new_spelling_in_one_l
            {"race", "--shape top-8", "--shapes"},
            {"race", "--delays=0,3000", "--delay-ns"},
            {"equivalence", "--delay-kernel gemm1", "--delay-kernels"},
-           {"sweep layer", "--shape top-8", "--shapes"}}) {
+           {"sweep layer", "--shape top-8", "--shapes"},
+           {"sweep finalize", "--table x.h5", "--print"}}) {
     auto const r = run(cmd + " " + old + " --list");
     BOOST_TEST(r.status == 2, r.out);
     BOOST_TEST(contains(r.out, " is now " + now), r.out);

@@ -447,7 +447,7 @@ int sweep_finalize(cli::Args const& args) {
   cli::po::options_description desc("sweep finalize options");
   fin::GridFlags g;
   std::string modes, l2, variants, published;
-  std::vector<std::string> table_files;
+  std::vector<std::string> print_files;
   double max_minutes = 0;
   int rounds = 5, launches = 100, repeat_shapes = 8;
   fin::add_grid_options(desc, g);
@@ -467,7 +467,7 @@ int sweep_finalize(cli::Args const& args) {
       "estimate", "print the grid size and the expected time, then exit (no GPU needed)")(
       "list", "print the configurations (index, estimated seconds, row keys, skipped rows with "
               "their reason) and exit; no GPU needed")(
-      "table", cli::po::value(&table_files)->multitoken(),
+      "print", cli::po::value(&print_files)->multitoken(),
       "print the seed-format tables of these result files and exit (no GPU needed)")(
       "published", cli::po::value(&published)->default_value(fin::default_published_csv()),
       "published speedups (CSV) shown beside the measured columns");
@@ -476,12 +476,12 @@ int sweep_finalize(cli::Args const& args) {
   if (!cli::parse("sweep finalize",
                   "[--hidden LIST] [--tokens LIST|regime] [--top-k LIST] [--weights LIST] "
                   "[--modes a,b,c] [--l2 hot,cold] [--rounds R] [--launches N] [--max-minutes M] "
-                  "[--out FILE | --resume FILE] | --table FILE... | --estimate",
+                  "[--out FILE | --resume FILE] | --print FILE... | --estimate | --list",
                   desc, args, vm))
     return kExitOk;
 
-  if (!table_files.empty()) {
-    std::cout << fin::render_finalize_tables(table_files, published);
+  if (!print_files.empty()) {
+    std::cout << fin::render_finalize_tables(print_files, published);
     return kExitOk;
   }
   cli::check_range("--rounds", rounds, 3, 1000);

@@ -8,8 +8,11 @@ from conftest import ROOT, run
 
 # The table of renamed spellings is core/cli.cpp's renamed_flags(); read it from there so that
 # the two cannot drift apart.
-RENAMED = re.findall(r'\{"(--[a-z-]+)", "(--[a-z-]+)"\}',
-                     (ROOT / "core" / "cli.cpp").read_text())
+_TABLE = re.findall(r'\{"(--[a-z-]+)", "(--[a-z-]+)"(?:, "([a-z -]+)")?\}',
+                    (ROOT / "core" / "cli.cpp").read_text())
+# Renamed in every command, and renamed in one command (e.g. sweep finalize --table -> --print).
+RENAMED = [(old, new) for old, new, command in _TABLE if not command]
+SCOPED = [(old, new, command) for old, new, command in _TABLE if command]
 
 # An integer list value written with the old range spelling: "--tokens 1-16", "--sizes=1-30".
 OLD_RANGE = re.compile(r"--[a-z][a-z-]*[ =]['\"]?(\d+,)*\d+-\d+\b")
@@ -37,6 +40,7 @@ def _files():
 def test_the_table_of_renamed_spellings_is_read():
     assert ("--shape", "--shapes") in RENAMED
     assert ("--delays", "--delay-ns") in RENAMED
+    assert ("--table", "--print", "sweep finalize") in SCOPED
 
 
 def test_no_script_test_or_document_uses_a_renamed_spelling():
@@ -52,6 +56,14 @@ def test_no_script_test_or_document_uses_a_renamed_spelling():
                 # The old flag as a word of a command line: not a prefix of a longer flag.
                 if re.search(re.escape(old) + r"(?![a-z-])", line):
                     hits.append(f"{where}: {old} (now {new})")
+            for old, new, command in SCOPED:
+                # The command's words, then its old flag, on one line: shell words or the items
+                # of a Python/C++ argument list ("sweep", "finalize", "--table").
+                sep = r"""["']?,?\s*["']?"""
+                words = sep.join(map(re.escape, command.split()))
+                if re.search(words + r"""["']?(?:,?\s+\S+)*?,?\s*["']?""" + re.escape(old) +
+                             r"(?![a-z-])", line):
+                    hits.append(f"{where}: {command} {old} (now {new})")
             hits += [f"{where}: range '{m.group(0)}' (now lo:hi)" for m in OLD_RANGE.finditer(line)]
     assert not hits, "renamed spellings in use:\n" + "\n".join(hits)
 
