@@ -14,6 +14,7 @@
 #include "experiments/finalize/grid.hpp"
 #include "experiments/finalize/verify.hpp"
 #include "experiments/harness/bench_state.hpp"
+#include "experiments/harness/shard_run.hpp"
 
 #ifdef MOEFIN_HAVE_CUDA
 #include "experiments/finalize/device_case.hpp"
@@ -107,11 +108,13 @@ int check_finalize(cli::Args const& args) {
       "stop cleanly before this many minutes (0: no limit); continue with --resume")(
       "list", "print the configurations (index, estimated seconds, row keys, skipped rows with "
               "their reason) and exit; no GPU needed");
+  harness::add_shard_option(desc);
   cli::add_result_options(desc, "check finalize");
   cli::po::variables_map vm;
   if (!cli::parse("check finalize",
                   "[--hidden LIST] [--tokens LIST|regime] [--top-k LIST] [--weights LIST] "
-                  "[--routings LIST] [--variants LIST] [--list] [--out FILE | --resume FILE]",
+                  "[--routings LIST] [--variants LIST] [--list] [--shard I/N|env] "
+                  "[--out FILE | --resume FILE]",
                   desc, args, vm))
     return kExitOk;
   cli::check_range<std::int64_t>("--hidden-pad", pad, 0, 1024);
@@ -134,16 +137,28 @@ int check_finalize(cli::Args const& args) {
     bench.list(std::cout);
     return kExitOk;
   }
+  // The shard partition runs over the benchmark state's units (a shape and routing each, in
+  // their stable order), priced by its cost estimates.
+  std::vector<bench::Unit> const units = bench.enumerate();
+  std::vector<harness::PlannedConfig> planned;
+  for (auto const& u : units)
+    planned.push_back({u.label, u.cost_s});
+  harness::ShardedRun run("check finalize", vm, std::move(planned),
+                          "variants=" + variants + ";hidden_pad=" + std::to_string(pad) +
+                              ";tolerance=" + cli::to_text(tolerance));
+  if (run.active())
+    std::cout << run.summary() << "\n";
 
 #ifndef MOEFIN_HAVE_CUDA
   throw DeviceError("check finalize: this moefin was built without CUDA");
 #else
+  if (run.use_device().selected)
+    std::cout << run.summary() << "\n";
   DeviceInfo const dinfo = query_device();
   if (!dinfo.present)
     throw DeviceError("check finalize needs a CUDA device: " + dinfo.reason);
 
-  auto file = h5::ResultWriter::open(vm["out"].as<std::string>(), vm["resume"].as<std::string>(),
-                                     vm["seed"].as<std::uint64_t>());
+  auto file = run.open(vm);
   std::uint64_t const seed = file.seed();
   bool const any_fp8 =
       std::any_of(vlist.begin(), vlist.end(), [](auto const& v) { return v.entry->fp8_output; });
@@ -221,6 +236,10 @@ int check_finalize(cli::Args const& args) {
   };
   bench::RunOptions ro;
   ro.max_minutes = max_minutes;
+  ro.runs = [&run](bench::Unit const& u) { return run.mine(u.index); };
+  ro.finished = [&run](bench::Unit const& u, std::size_t rows, double seconds) {
+    run.finished(u.index, static_cast<std::int64_t>(rows), seconds);
+  };
   bench::RunResult const r = bench.run(file, ro, body);
 
   std::printf("\n%-28s %8s %8s %12s %8s\n", "variant", "rows", "failed", "max rel_err", "max ulp");
@@ -233,7 +252,8 @@ int check_finalize(cli::Args const& args) {
             << " skipped with a reason in /skipped)\n";
   if (r.left)
     std::cout << "incomplete: stopped by --max-minutes with " << r.left
-              << " configurations left; continue with --resume " << file.path() << "\n";
+              << " configurations left; continue with --resume " << run.resume_name(vm, file.path())
+              << "\n";
   if (failures) {
     std::cout << "check finalize: FAILED, " << failures << " of the rows above\n";
     return kExitFailure;

@@ -21,6 +21,7 @@
 #include "experiments/harness/bench_state.hpp"
 #include "experiments/harness/progress.hpp"
 #include "experiments/harness/run_limit.hpp"
+#include "experiments/harness/shard_run.hpp"
 #include "experiments/harness/timing_rounds.hpp"
 #include "experiments/results/finalize_tables.hpp"
 
@@ -451,12 +452,14 @@ int sweep_finalize(cli::Args const& args) {
       "print the seed-format tables of these result files and exit (no GPU needed)")(
       "published", cli::po::value(&published)->default_value(fin::default_published_csv()),
       "published speedups (CSV) shown beside the measured columns");
+  harness::add_shard_option(desc);
   cli::add_result_options(desc, "sweep finalize");
   cli::po::variables_map vm;
   if (!cli::parse("sweep finalize",
                   "[--hidden LIST] [--tokens LIST|regime] [--top-k LIST] [--weights LIST] "
                   "[--modes a,b,c] [--l2 hot,cold] [--rounds R] [--launches N] [--max-minutes M] "
-                  "[--out FILE | --resume FILE] | --print FILE... | --estimate | --list",
+                  "[--shard I/N|env] [--out FILE | --resume FILE] | --print FILE... | --estimate | "
+                  "--list",
                   desc, args, vm))
     return kExitOk;
 
@@ -498,12 +501,28 @@ int sweep_finalize(cli::Args const& args) {
     }
     throw InputError(why);
   }
+  // One configuration of the shard partition per unit of the benchmark state (a shape: its
+  // modes, L2 states and variants run together in interleaved rounds, so they stay in one
+  // file), in the units' stable order, priced by their cost estimates (fin::shape_seconds).
+  std::vector<harness::PlannedConfig> planned;
+  for (auto const& u : units)
+    planned.push_back({u.label, u.cost_s});
+  std::string settings = "modes=" + modes + ";l2=" + l2 + ";variants=";
+  for (auto const& v : c.variants)
+    settings += v.name + " ";
+  settings += ";rounds=" + std::to_string(rounds) + ";launches=" + std::to_string(launches) +
+              ";repeat_shapes=" + std::to_string(repeat_shapes);
+  harness::ShardedRun run("sweep finalize", vm, std::move(planned), settings);
+  if (run.active())
+    std::cout << run.summary() << "\n";
   if (vm.count("estimate"))
     return kExitOk;
 
 #ifndef MOEFIN_HAVE_CUDA
   throw DeviceError("sweep finalize: this moefin was built without CUDA");
 #else
+  if (run.use_device().selected)
+    std::cout << run.summary() << "\n";
   DeviceInfo const dinfo = query_device();
   if (!dinfo.present)
     throw DeviceError("sweep finalize needs a CUDA device: " + dinfo.reason);
@@ -511,13 +530,14 @@ int sweep_finalize(cli::Args const& args) {
   std::size_t left = 0, written = 0;
   std::int64_t failures = 0;
   {
-    auto file = h5::ResultWriter::open(vm["out"].as<std::string>(), vm["resume"].as<std::string>(),
-                                       vm["seed"].as<std::uint64_t>());
+    auto file = run.open(vm);
     path = file.path();
     RunLimit const limit(max_minutes);
     Runner runner(c, file, dinfo);
     runner.measure_copy_bandwidth();
     runner.measure_launch_floor();
+    run.per_shard_table(file, "copy_bandwidth"); // every GPU measures its own
+    run.per_shard_table(file, "launch_floor");
     auto body = [&](bench::Unit const& u, std::vector<bench::Config> const& todo,
                     bench::Recorder& rec) { runner.measure(u, todo, rec); };
     // One limit for the grid and the repeated shapes after it.
@@ -526,6 +546,11 @@ int sweep_finalize(cli::Args const& args) {
     };
     bench::RunOptions ro;
     ro.max_minutes = remaining();
+    ro.runs = [&run](bench::Unit const& u) { return run.mine(u.index); };
+    // A shape with a broken output is not complete: measured again on --resume, so not finished.
+    ro.finished = [&run](bench::Unit const& u, std::size_t rows, double seconds) {
+      run.finished(u.index, static_cast<std::int64_t>(rows), seconds);
+    };
     auto table = file.table(bench.table(), bench.columns(), bench.description());
     auto const r = bench.run(file, table, units, ro, body);
     left = r.left;
@@ -534,13 +559,15 @@ int sweep_finalize(cli::Args const& args) {
       auto rep = file.table("finalize_repeat", fin::finalize_sweep_columns(),
                             "shapes of /finalize_sweep measured again at the end of the same "
                             "run (same keys): the spread of identical configurations");
+      auto const& mine = run.mine(); // a shard repeats shapes of its own part
       std::size_t const m =
-          std::min<std::size_t>(static_cast<std::size_t>(repeat_shapes), units.size());
+          std::min<std::size_t>(static_cast<std::size_t>(repeat_shapes), mine.size());
       std::vector<bench::Unit> again;
       for (std::size_t j = 0; j < m; ++j)
-        again.push_back(units[j * units.size() / m]);
-      ro.max_minutes = remaining();
-      left = bench.run(file, rep, again, ro, body).left;
+        again.push_back(units[mine[j * mine.size() / m]]);
+      bench::RunOptions rep_options; // the grid's units are this shard's already
+      rep_options.max_minutes = remaining();
+      left = bench.run(file, rep, again, rep_options, body).left;
     }
     failures = runner.failures();
   }
@@ -548,7 +575,7 @@ int sweep_finalize(cli::Args const& args) {
   std::cout << "wrote " << path << " (" << written << " rows in /finalize_sweep in this call)\n";
   if (left)
     std::cout << "incomplete: stopped by --max-minutes with " << left
-              << " shapes left; continue with --resume " << path << "\n";
+              << " shapes left; continue with --resume " << run.resume_name(vm, path) << "\n";
   else
     std::cout << fin::render_finalize_tables({path}, published);
   if (failures) {

@@ -14,8 +14,9 @@ _TABLE = re.findall(r'\{"(--[a-z-]+)", "(--[a-z-]+)"(?:, "([a-z -]+)")?\}',
 RENAMED = [(old, new) for old, new, command in _TABLE if not command]
 SCOPED = [(old, new, command) for old, new, command in _TABLE if command]
 
-# An integer list value written with the old range spelling: "--tokens 1-16", "--sizes=1-30".
-OLD_RANGE = re.compile(r"--[a-z][a-z-]*[ =]['\"]?(\d+,)*\d+-\d+\b")
+# An integer list value written with the old range spelling: "--tokens 1-16", "--sizes=1-30";
+# not other programs' flags (sbatch --array=0-7).
+OLD_RANGE = re.compile(r"--(?!array\b)[a-z][a-z-]*[ =]['\"]?(\d+,)*\d+-\d+\b")
 
 # Where a renamed spelling may appear: the table itself, the tests of the refusal, and records
 # of past runs (data/, the goldens' provenance lines).
