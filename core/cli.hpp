@@ -35,8 +35,26 @@ bool parse(std::string const& command, std::string const& synopsis,
            po::options_description const& desc, Args const& args, po::variables_map& vm,
            po::positional_options_description const* positional = nullptr);
 
-/// Adds the options every experiment that writes a result file takes: --out, --resume, --seed.
-void add_output_options(po::options_description& desc, std::string const& default_out);
+/// The one default result file of a command: "out/<command>.h5", its words joined by '_'
+/// ("sweep finalize" -> "out/sweep_finalize.h5").
+std::string default_out(std::string const& command);
+
+/// Adds the options every experiment that writes a result file takes: --out (default
+/// default_out(command)), --resume, --seed.
+void add_result_options(po::options_description& desc, std::string const& command);
+
+/// A flag spelling that was renamed: `parse` refuses it in every command with one line naming
+/// the new spelling (prefix guessing would otherwise take some old spellings for new ones).
+struct Renamed {
+  char const* old;
+  char const* now;
+  char const* command = nullptr; // the one command it was renamed in; nullptr: every command
+};
+/// Every renamed spelling (one vocabulary: the same name for the same axis in every command).
+std::vector<Renamed> const& renamed_flags();
+
+/// The paragraph of `moefin --help` on list and range values (the syntax every list flag takes).
+extern char const* const kListSyntaxHelp;
 
 // The range checks (core/ops/ranges.hpp), under the names the commands use.
 using ranges::check_choice;
@@ -44,7 +62,9 @@ using ranges::check_multiple;
 using ranges::check_range;
 using ranges::to_text;
 
-/// Parses "1,2,4,8" (and ranges "1-4") into integers, each checked against [lo, hi].
+/// Parses "1,2,4,8" and ranges "lo:hi" or "lo:hi:step" (inclusive: "1:4" is 1,2,3,4; "16:64:16"
+/// is 16,32,48,64) into integers, each checked against [lo, hi]. The old range spelling "1-4"
+/// is an InputError naming "1:4".
 std::vector<std::int64_t> parse_int_list(std::string const& flag, std::string const& text,
                                          std::int64_t lo, std::int64_t hi);
 

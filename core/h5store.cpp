@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <stdexcept>
 #include <utility>
@@ -592,6 +593,12 @@ ResultWriter ResultWriter::create(std::string const& path, Provenance const& pro
   silence_hdf5();
   if (!overwrite && std::ifstream(path).good())
     throw FileError(path, "already exists (use --resume to continue it, or remove it)");
+  // The default result files live in out/ (cli::default_out): create the folder on first use.
+  std::filesystem::path const parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(parent, ec); // H5Fcreate reports what remains wrong
+  }
   hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   if (id < 0)
     throw FileError(path, "cannot create (is the directory writable?)");

@@ -16,7 +16,7 @@ std::vector<Command> const& commands() {
       {"report", "tables, figures and report.md from result files (analysis/)", cmd::report},
       {"check finalize", "every finalize variant against the Kokkos reference (GPU)",
        cmd::check_finalize},
-      {"sweep finalize", "time the finalize variants over the seed's grid (GPU); --table: print",
+      {"sweep finalize", "time the finalize variants over the seed's grid (GPU); --print: print",
        cmd::sweep_finalize},
       {"equivalence", "layer chain: bitwise PDL on/off equivalence over randomized routings",
        cmd::equivalence},

@@ -27,6 +27,7 @@ void print_usage(std::ostream& os) {
     name.resize(std::max<std::size_t>(name.size(), 20), ' ');
     os << "  " << name << " " << c.summary << "\n";
   }
+  os << "\n" << moefin::cli::kListSyntaxHelp;
 }
 
 /// Finds the command named by the first one or two words; `used` tells how many.

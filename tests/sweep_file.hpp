@@ -7,6 +7,7 @@
 #include "experiments/results/finalize_tables.hpp"
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,8 @@ inline void write_sweep(std::string const& path, h5::Provenance const& prov,
       row.set("max_us", r.median_us).set("rounds", 5).set("launches", 100);
       row.set("speedup_vs_scalar", r.speedup).set("speedup_lo", r.speedup);
       row.set("speedup_hi", r.speedup).set("bytes", std::int64_t(1000)).set("gbps", 1.0);
+      double const none = std::numeric_limits<double>::quiet_NaN();
+      row.set("ablation_ratio", none).set("ablation_lo", none).set("ablation_hi", none);
       row.set("copy_fraction", 0.001).set("ctas", std::int64_t(16));
       fin::Shape const s{r.h, r.t, r.k, finalize::WeightType::kBf16};
       table.append(fin::shape_key(s) + ",mode=" + r.mode + ",l2=hot,variant=" + r.variant, row,

@@ -131,7 +131,7 @@ BOOST_AUTO_TEST_CASE(shapes_parse_by_name_and_by_dimensions) {
   BOOST_TEST(t.name == "H512/I256/E32/top-6");
   BOOST_TEST(parse_shape("top-16").name == "H3584/I512/E896/top-16");
   BOOST_TEST(parse_shapes("top-8,top-16", "--shapes").size() == 2u);
-  BOOST_TEST(throws_naming([] { parse_shape("H512/E32/top-6", "--shape"); }, "--shape"));
+  BOOST_TEST(throws_naming([] { parse_shape("H512/E32/top-6", "--shapes"); }, "--shapes"));
   BOOST_TEST(throws_naming([] { parse_shape("H512/I256/E32/top-6/gelu"); }, "gelu"));
   BOOST_TEST(throws_naming([] { parse_presets("safe,fast", "--presets"); }, "fast"));
 }

@@ -218,8 +218,8 @@ BOOST_AUTO_TEST_CASE(bad_command_lines_exit_2_naming_the_flag) {
 
 BOOST_AUTO_TEST_CASE(race_describe_prints_chains_the_verifier_reads_without_a_gpu) {
   for (std::string const launch : {"graph", "stream"}) {
-    auto const r =
-        run("race --presets seed-after --meta before --delays 25000 --describe --launch " + launch);
+    auto const r = run(
+        "race --presets seed-after --meta before --delay-ns 25000 --describe --launch " + launch);
     BOOST_TEST_REQUIRE(r.status == 0, r.out);
     BOOST_TEST(contains(r.out, "(benchmark): finalize small_batch, verifier race"), r.out);
     // One "# key: ..., verifier V (R of P pairs race)" line per cell, then its chain; each

@@ -9,6 +9,7 @@
 
 #include <unistd.h>
 
+#include <array>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -90,12 +91,57 @@ BOOST_AUTO_TEST_CASE(range_helpers_throw_input_errors) {
   BOOST_CHECK_NO_THROW(cli::check_range("--top-k", 64, 1, 64));
   BOOST_CHECK_THROW(cli::check_multiple("--hidden", 1000 + 4, 8), InputError);
   BOOST_CHECK_NO_THROW(cli::check_multiple("--hidden", 2880, 8));
-  BOOST_TEST(cli::parse_int_list("--tokens", "1,2,8-10", 1, 16) ==
+  BOOST_TEST(cli::parse_int_list("--tokens", "1,2,8:10", 1, 16) ==
                  (std::vector<std::int64_t>{1, 2, 8, 9, 10}),
              boost::test_tools::per_element());
+  BOOST_TEST(cli::parse_int_list("--hidden", "16:64:16,100", 1, 128) ==
+                 (std::vector<std::int64_t>{16, 32, 48, 64, 100}),
+             boost::test_tools::per_element());
+  BOOST_TEST(cli::parse_int_list("--hidden", "1:10:4", 1, 128) ==
+                 (std::vector<std::int64_t>{1, 5, 9}),
+             boost::test_tools::per_element());
+  BOOST_CHECK_THROW(cli::parse_int_list("--hidden", "1:10:0", 1, 128), InputError);
+  BOOST_CHECK_THROW(cli::parse_int_list("--hidden", "10:1", 1, 128), InputError);
+  BOOST_CHECK_THROW(cli::parse_int_list("--hidden", "1:200", 1, 128), InputError);
+  try { // the old range spelling names the new one
+    cli::parse_int_list("--tokens", "1,8-10", 1, 16);
+    BOOST_ERROR("8-10 was accepted");
+  } catch (InputError const& e) {
+    BOOST_TEST(std::string(e.what()).find("(8:10)") != std::string::npos, e.what());
+  }
   BOOST_CHECK_THROW(cli::parse_int_list("--tokens", "1,-2", 1, 16), InputError);
   BOOST_CHECK_THROW(cli::parse_int_list("--tokens", "1,x", 1, 16), InputError);
   BOOST_CHECK_THROW(cli::check_choice("--weights", "fp16", {"bf16", "fp32"}), InputError);
+}
+
+BOOST_AUTO_TEST_CASE(one_vocabulary_renamed_flags_name_the_new_spelling_in_one_line) {
+  for (auto const& [cmd, old, now] : std::vector<std::array<std::string, 3>>{
+           {"race", "--shape top-8", "--shapes"},
+           {"race", "--delays=0,3000", "--delay-ns"},
+           {"equivalence", "--delay-kernel gemm1", "--delay-kernels"},
+           {"sweep layer", "--shape top-8", "--shapes"},
+           {"sweep finalize", "--table x.h5", "--print"}}) {
+    auto const r = run(cmd + " " + old + " --list");
+    BOOST_TEST(r.status == 2, r.out);
+    BOOST_TEST(contains(r.out, " is now " + now), r.out);
+    BOOST_TEST(lines(r.out) == 1, r.out);
+  }
+  auto const help = run("--help");
+  BOOST_TEST(contains(help.out, "lo:hi:step"), help.out);
+  BOOST_TEST(contains(help.out, "out/<command>.h5"), help.out);
+  BOOST_TEST(moefin::cli::default_out("sweep finalize") == "out/sweep_finalize.h5");
+  BOOST_TEST(moefin::cli::default_out("pdl-probe") == "out/pdl_probe.h5");
+  // The new spellings take lists in every chain command.
+  auto const race = run("race --shapes top-8,top-22 --tokens 1:2 --delay-ns 0,3000 --presets safe "
+                        "--triggers sweep --meta before --list");
+  BOOST_TEST(race.status == 0, race.out);
+  BOOST_TEST(contains(race.out, "top-22,T=2,"), race.out);
+  auto const eq = run("equivalence --shapes top-8 --tokens 1 --presets safe --delay-ns 0,3000 "
+                      "--delay-kernels routing,gemm1 --list");
+  BOOST_TEST(eq.status == 0, eq.out);
+  BOOST_TEST(contains(eq.out, "equivalence: 3 units"), eq.out);
+  BOOST_TEST(contains(eq.out, "preset=safe,delay=3000@gemm1"), eq.out);
+  BOOST_TEST(contains(eq.out, "preset=safe,delay=0@routing"), eq.out);
 }
 
 BOOST_AUTO_TEST_CASE(unreadable_or_foreign_file_is_one_line_exit_one) {

@@ -389,7 +389,7 @@ BOOST_AUTO_TEST_CASE(table_command_needs_no_gpu) {
   std::string const f = (dir.path / "one.h5").string();
   write_sweep(f, provenance("NVIDIA H200", "sm_90"),
               {{2048, 1, 32, "a", "small_batch", "small_batch", 1.5, 4.5}});
-  std::string const cmd = std::string(MOEFIN_BINARY) + " sweep finalize --table " + f + " 2>&1";
+  std::string const cmd = std::string(MOEFIN_BINARY) + " sweep finalize --print " + f + " 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
   BOOST_REQUIRE(p != nullptr);
   std::string out;
@@ -401,7 +401,7 @@ BOOST_AUTO_TEST_CASE(table_command_needs_no_gpu) {
   BOOST_TEST(WEXITSTATUS(st) == 0, out);
   BOOST_TEST(contains(out, "4.50x (4.50)"), out);
   BOOST_TEST(contains(out, "1.97x (1.75)"), out); // Rubin, K = 32, published
-  auto const missing = ::system((std::string(MOEFIN_BINARY) + " sweep finalize --table " +
+  auto const missing = ::system((std::string(MOEFIN_BINARY) + " sweep finalize --print " +
                                  (dir.path / "none.h5").string() + " >/dev/null 2>&1")
                                     .c_str());
   BOOST_TEST(WEXITSTATUS(missing) == 1); // a missing file is a FileError

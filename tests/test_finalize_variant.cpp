@@ -11,6 +11,7 @@
 #include "core/chain/verifier_chain.hpp"
 #include "core/ops/finalize_variants.hpp"
 #include "experiments/chain/race_cells.hpp"
+#include "experiments/commands.hpp"
 #include "experiments/finalize/grid.hpp"
 #include "experiments/results/finalize_tables.hpp"
 #include "kernels/chain/chain_launches.hpp"
@@ -21,6 +22,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <iostream>
+#include <sstream>
 
 using namespace moefin;
 namespace fs = std::filesystem;
@@ -122,4 +125,43 @@ BOOST_AUTO_TEST_CASE(the_layer_chain_launches_it_as_its_plan_says) {
   BOOST_TEST((chain::verify_cell(cfg, entry(), false).chain == pdl::Verdict::kOrdered));
   BOOST_TEST((chain::verify_cell(cfg, finalize::variant("small_batch", "test"), false).chain ==
               pdl::Verdict::kRace));
+}
+
+namespace {
+
+/// What `moefin <command> --list ...` prints, run in this process (whose registry holds the
+/// test variant; the moefin binary's does not).
+std::string listed(int (*command)(cli::Args const&), cli::Args args) {
+  std::ostringstream os;
+  auto* old = std::cout.rdbuf(os.rdbuf());
+  args.push_back("--list");
+  int rc = -1;
+  try {
+    rc = command(args);
+  } catch (...) {
+    std::cout.rdbuf(old);
+    throw;
+  }
+  std::cout.rdbuf(old);
+  BOOST_TEST(rc == kExitOk);
+  return os.str();
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(the_commands_enumerate_its_rows) {
+  std::string const check =
+      listed(cmd::check_finalize, {"--hidden", "1024", "--tokens", "1", "--top-k", "8", "--weights",
+                                   "bf16", "--routings", "uniform"});
+  BOOST_TEST(check.find("variant=test_rowwise,H=1024,T=1,K=8,w=bf16,routing=uniform") !=
+                 std::string::npos,
+             check);
+  std::string const sweep =
+      listed(cmd::sweep_finalize, {"--hidden", "1024", "--tokens", "1", "--top-k", "8", "--weights",
+                                   "bf16", "--modes", "a"});
+  BOOST_TEST(sweep.find("H=1024,T=1,K=8,w=bf16,mode=a,l2=hot,variant=test_rowwise") !=
+                 std::string::npos,
+             sweep);
+  std::string const layer = listed(cmd::sweep_layer, {"--shapes", "top-8", "--tokens", "1"});
+  BOOST_TEST(layer.find("finalize=test_rowwise,placement=seed-after") != std::string::npos, layer);
 }

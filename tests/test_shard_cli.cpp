@@ -29,7 +29,7 @@ struct TempDir {
   std::string file(std::string const& name) const { return (path / name).string(); }
 };
 
-std::string const kGrid = "sweep synthetic --sizes 1-9 --variants base,fast,slow --seed 11";
+std::string const kGrid = "sweep synthetic --sizes 1:9 --variants base,fast,slow --seed 11";
 std::string const kBinary = MOEFIN_BINARY;
 
 /// The same rows: same keys, same axis values (n, variant), same values and raw samples.

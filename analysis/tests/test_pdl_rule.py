@@ -12,7 +12,7 @@ from analysis.pdl import probe_signature, race_cell_rule
 def test_rule_gives_the_verifier_verdict_of_every_race_cell(moefin_binary, tmp_path):
     """`moefin race --describe` prints each cell's chain in the format `moefin verify` reads;
     the rule's verdict from the cell's trigger placements must be the verifier's."""
-    proc = subprocess.run([str(moefin_binary), "race", "--describe", "--delays", "0"],
+    proc = subprocess.run([str(moefin_binary), "race", "--describe", "--delay-ns", "0"],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     parts = re.split(r"^# (.*)$", proc.stdout, flags=re.M)[1:]

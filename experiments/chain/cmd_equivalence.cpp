@@ -7,7 +7,7 @@
 #include "experiments/chain/reference_chain.hpp"
 #include "experiments/chain/run.hpp"
 #include "experiments/commands.hpp"
-#include "experiments/harness/progress.hpp"
+#include "experiments/harness/bench_state.hpp"
 #include "experiments/results/chain_tables.hpp"
 
 #include <chrono>
@@ -25,8 +25,8 @@ struct EquivOptions {
   std::vector<std::int64_t> tokens;
   std::vector<chain::Preset> presets;
   std::string overrides;
-  std::int64_t delay_ns = 0;
-  chain::Kernel delay_kernel = chain::Kernel::kRouting;
+  std::vector<std::int64_t> delays = {0};                               // --delay-ns
+  std::vector<chain::Kernel> delay_kernels = {chain::Kernel::kRouting}; // --delay-kernels
   std::int64_t routings = 1000;
   int batch = 250;
   std::int64_t tile_m = 16;
@@ -37,26 +37,29 @@ struct EquivOptions {
   int replay_attempts = 20;
 };
 
-chain::ChainConfig config_of(chain::Preset p, EquivOptions const& o) {
+chain::ChainConfig config_of(chain::Preset p, EquivOptions const& o, std::int64_t delay_ns,
+                             chain::Kernel delay_kernel) {
   chain::ChainConfig c = chain::preset_config(p);
   chain::apply_overrides(c, o.overrides);
-  if (o.delay_ns > 0)
-    c.at(o.delay_kernel).delay_ns = o.delay_ns;
+  if (delay_ns > 0)
+    c.at(delay_kernel).delay_ns = delay_ns;
   return c;
 }
 
 #ifdef MOEFIN_HAVE_CUDA
 
 int run_replay(EquivOptions const& o, std::uint64_t seed, std::uint64_t weight_seed) {
-  if (o.shapes.size() != 1 || o.tokens.size() != 1 || o.presets.size() != 1)
-    throw InputError("--replay: give exactly one --shapes, --tokens and --presets value");
+  if (o.shapes.size() != 1 || o.tokens.size() != 1 || o.presets.size() != 1 ||
+      o.delays.size() != 1 || o.delay_kernels.size() != 1)
+    throw InputError("--replay: give exactly one --shapes, --tokens, --presets, --delay-ns and "
+                     "--delay-kernels value");
   chain::LayerWeights const w(o.shapes[0], weight_seed);
   chain::RunnerOptions ro;
   ro.tokens = o.tokens[0];
   ro.tile_m = o.tile_m;
   chain_run::apply(o.residency, ro);
   ro.hidden_seed = Rng::mix(weight_seed, 3);
-  chain::ChainConfig const cfg = config_of(o.presets[0], o);
+  chain::ChainConfig const cfg = config_of(o.presets[0], o, o.delays[0], o.delay_kernels[0]);
   std::cout << "replay of routing " << seed << " after routing " << chain::replay_predecessor(seed)
             << ": " << o.shapes[0].name << " T=" << ro.tokens << " " << chain::describe(cfg)
             << "\n";
@@ -70,127 +73,160 @@ int run_replay(EquivOptions const& o, std::uint64_t seed, std::uint64_t weight_s
   return kExitFailure;
 }
 
+/// Every (shape, T, preset, delay, delayed kernel) of the run (a zero delay once, whatever the
+/// kernels): one unit and one row each, keyed
+/// "shape=..,T=..,preset=..,delay=D@KERNEL[,set=OVERRIDES]" (as every /equivalence so far; a
+/// zero delay names the first kernel of --delay-kernels).
+bench::Benchmark equivalence_benchmark(EquivOptions const& o) {
+  bench::Benchmark b("equivalence", chain_tables::equivalence_columns(),
+                     "randomized routings through the layer chain, PDL on vs off, every buffer "
+                     "hashed per iteration on the GPU; output vs the Kokkos reference "
+                     "(max_rel_err relative to the output's peak)");
+  std::vector<bench::Config> units;
+  for (auto const& shape : o.shapes)
+    for (std::int64_t T : o.tokens)
+      for (chain::Preset p : o.presets)
+        for (std::int64_t d : o.delays)
+          for (chain::Kernel k : o.delay_kernels) {
+            if (d == 0 && k != o.delay_kernels.front())
+              continue;
+            bench::Config u;
+            u.set("shape", shape.name)
+                .set("T", T)
+                .set("preset", std::string(chain::preset_name(p)))
+                .set("overrides", o.overrides)
+                .set("delay_ns", d)
+                .set("delay_at", std::string(chain::kernel_name(k)))
+                .set("delayed_kernel", std::string(d ? chain::kernel_name(k) : "none"));
+            units.push_back(u);
+          }
+  b.units(std::move(units));
+  b.key([&o](bench::Config const& r) {
+    return "shape=" + r.str("shape") + ",T=" + std::to_string(r.num("T")) +
+           ",preset=" + r.str("preset") + ",delay=" + std::to_string(r.num("delay_ns")) + "@" +
+           r.str("delay_at") + (o.overrides.empty() ? "" : ",set=" + o.overrides);
+  });
+  b.cost([&o](bench::Config const&, std::size_t) {
+    return 0.5 + 2e-3 * static_cast<double>(o.routings); // both PDL modes, hashing, the copies
+  });
+  return b;
+}
+
 int run_equivalence(EquivOptions const& o, h5::ResultWriter& file, std::uint64_t seed) {
-  auto table = file.table("equivalence", chain_tables::equivalence_columns(),
-                          "randomized routings through the layer chain, PDL on vs off, every "
-                          "buffer hashed per iteration on the GPU; output vs the Kokkos "
-                          "reference (max_rel_err relative to the output's peak)");
-  std::size_t const total = o.shapes.size() * o.tokens.size() * o.presets.size();
-  Progress progress("equivalence", total);
+  bench::Benchmark const bench = equivalence_benchmark(o);
   int failures = 0;
   std::int64_t timelines = 0;
-  for (auto const& shape : o.shapes) {
+  std::map<std::string, chain::LayerShape> shape_of;
+  for (auto const& s : o.shapes)
+    shape_of[s.name] = s;
+  // One set of weights and one runner at a time: units come grouped by shape, then T.
+  std::unique_ptr<chain::LayerWeights> weights;
+  std::unique_ptr<chain::ChainRunner> runner;
+  std::string runner_of;
+  std::map<std::uint64_t, std::vector<std::uint16_t>> refs; // shared by the presets of a T
+  auto body = [&](bench::Unit const& u, std::vector<bench::Config> const&, bench::Recorder& rec) {
+    chain::LayerShape const& shape = shape_of.at(u.config.str("shape"));
+    std::int64_t const T = u.config.num("T");
+    chain::Preset p;
+    chain::parse_preset(u.config.str("preset"), &p);
+    chain::Kernel delay_kernel = chain::Kernel::kRouting;
+    chain::parse_kernel(u.config.str("delay_at"), &delay_kernel);
+    chain::ChainConfig const cfg = config_of(p, o, u.config.num("delay_ns"), delay_kernel);
+    std::string const key = bench.row_key(u.config);
     std::uint64_t const wseed = chain::weight_seed(seed, shape);
-    std::unique_ptr<chain::LayerWeights> weights;
-    for (std::int64_t T : o.tokens) {
-      chain::validate(shape, T, o.tile_m);
-      int const batch = static_cast<int>(std::min<std::int64_t>(o.batch, o.routings));
-      std::int64_t const batches = (o.routings + batch - 1) / batch;
-      std::unique_ptr<chain::ChainRunner> runner;
-      std::map<std::uint64_t, std::vector<std::uint16_t>> refs; // shared by the presets
-      for (chain::Preset p : o.presets) {
-        chain::ChainConfig const cfg = config_of(p, o);
-        std::string const key =
-            "shape=" + shape.name + ",T=" + std::to_string(T) + ",preset=" + chain::preset_name(p) +
-            ",delay=" + std::to_string(o.delay_ns) + "@" + chain::kernel_name(o.delay_kernel) +
-            (o.overrides.empty() ? "" : ",set=" + o.overrides);
-        if (table.has(key)) {
-          progress.step(key, true);
-          continue;
-        }
-        if (!weights)
-          weights = std::make_unique<chain::LayerWeights>(shape, wseed);
-        if (!runner) {
-          chain::RunnerOptions ro;
-          ro.tokens = T;
-          ro.tile_m = o.tile_m;
-          chain_run::apply(o.residency, ro);
-          ro.iterations = batch;
-          ro.stamps = o.stamps;
-          ro.hidden_seed = Rng::mix(wseed, 3);
-          runner = std::make_unique<chain::ChainRunner>(*weights, ro);
-        }
-        chain_run::Series series;
-        double max_err = -1;
-        int checks = 0;
-        for (std::int64_t b = 0; b < batches; ++b) {
-          std::vector<std::uint64_t> seeds(static_cast<std::size_t>(batch));
-          for (int i = 0; i < batch; ++i)
-            seeds[static_cast<std::size_t>(i)] = chain::routing_seed(seed, shape, T, b * batch + i);
-          auto const t0 = std::chrono::steady_clock::now();
-          runner->set_routings(seeds);
-          auto const off = runner->run_batch(cfg, false);
-          auto const on = runner->run_batch(cfg, true);
-          series.seconds +=
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-          chain_run::add_batch(series, on, off, seeds);
-          if (b < o.ref_checks) {
-            // The last routing of the batch: its output is what the out buffer holds now.
-            std::uint64_t const s = seeds.back();
-            if (!refs.count(s))
-              refs[s] = chain_run::reference_output(runner->plan(cfg), *weights, T, s,
-                                                    runner->hidden_states());
-            auto const bytes = runner->download(chain::Buffer::kOut);
-            auto const* gpu = reinterpret_cast<std::uint16_t const*>(bytes.data());
-            max_err =
-                std::max(max_err, chain_run::max_rel_err(gpu, refs[s].data(), refs[s].size()));
-            ++checks;
-          }
-        }
-        std::int64_t first_index = -1;
-        std::string first_buffer;
-        if (series.mismatches > 0) {
-          first_buffer = chain::buffer_name(static_cast<chain::Buffer>(series.first_buffer));
-          chain::RunnerOptions ro;
-          ro.tokens = T;
-          ro.tile_m = o.tile_m;
-          chain_run::apply(o.residency, ro);
-          ro.hidden_seed = Rng::mix(wseed, 3);
-          auto const r = chain_run::replay(*weights, ro, cfg, series.first_seed, o.replay_attempts);
-          if (r.reproduced) {
-            first_buffer = chain::buffer_name(static_cast<chain::Buffer>(r.buffer));
-            first_index = r.index;
-            std::cerr << "  replay of " << series.first_seed << ": " << r.detail << "\n";
-          }
-        }
-        bool const ref_ok = checks == 0 || max_err <= o.tolerance;
-        failures += (series.mismatches > 0 || !ref_ok) ? 1 : 0;
-        h5::Row row;
-        row.set("shape", shape.name)
-            .set("T", T)
-            .set("preset", chain::preset_name(p))
-            .set("overrides", o.overrides)
-            .set("delay_ns", o.delay_ns)
-            .set("delayed_kernel", o.delay_ns ? chain::kernel_name(o.delay_kernel) : "none")
-            .set("finalize", runner->finalize_variant(cfg).name)
-            .set("tile_m", o.tile_m)
-            .set("routings", series.routings)
-            .set("mismatches", series.mismatches)
-            .set("first_buffer", first_buffer)
-            .set("first_index", first_index)
-            .set("first_seed", series.mismatches ? std::to_string(series.first_seed) : "")
-            .set("stale_reads", series.stale)
-            .set("recorded_reads", series.recorded)
-            .set("ref_checks", checks)
-            .set("max_rel_err", max_err)
-            .set("tolerance", o.tolerance)
-            .set("routings_per_s", static_cast<double>(series.routings) / series.seconds);
-        table.append(key, row);
-        if (o.stamps) {
-          chain_run::write_timeline(file, "timeline_equivalence_" + std::to_string(timelines++),
-                                    runner->timeline(), key);
-        }
-        std::ostringstream what;
-        what << key << ": " << series.mismatches << "/" << series.routings << " mismatches, "
-             << series.stale << " stale reads, ref err "
-             << (checks ? std::to_string(max_err) : std::string("-")) << ", "
-             << static_cast<int>(static_cast<double>(series.routings) / series.seconds)
-             << " routings/s";
-        progress.step(what.str());
+    int const batch = static_cast<int>(std::min<std::int64_t>(o.batch, o.routings));
+    std::int64_t const batches = (o.routings + batch - 1) / batch;
+    std::string const which = shape.name + ",T=" + std::to_string(T);
+    if (runner_of != which) {
+      runner.reset();
+      refs.clear();
+      if (weights && weights->shape().name != shape.name)
+        weights.reset();
+      runner_of = which;
+    }
+    if (!weights)
+      weights = std::make_unique<chain::LayerWeights>(shape, wseed);
+    if (!runner) {
+      chain::RunnerOptions ro;
+      ro.tokens = T;
+      ro.tile_m = o.tile_m;
+      chain_run::apply(o.residency, ro);
+      ro.iterations = batch;
+      ro.stamps = o.stamps;
+      ro.hidden_seed = Rng::mix(wseed, 3);
+      runner = std::make_unique<chain::ChainRunner>(*weights, ro);
+    }
+    chain_run::Series series;
+    double max_err = -1;
+    int checks = 0;
+    for (std::int64_t b = 0; b < batches; ++b) {
+      std::vector<std::uint64_t> seeds(static_cast<std::size_t>(batch));
+      for (int i = 0; i < batch; ++i)
+        seeds[static_cast<std::size_t>(i)] = chain::routing_seed(seed, shape, T, b * batch + i);
+      auto const t0 = std::chrono::steady_clock::now();
+      runner->set_routings(seeds);
+      auto const off = runner->run_batch(cfg, false);
+      auto const on = runner->run_batch(cfg, true);
+      series.seconds +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      chain_run::add_batch(series, on, off, seeds);
+      if (b < o.ref_checks) {
+        // The last routing of the batch: its output is what the out buffer holds now.
+        std::uint64_t const s = seeds.back();
+        if (!refs.count(s))
+          refs[s] = chain_run::reference_output(runner->plan(cfg), *weights, T, s,
+                                                runner->hidden_states());
+        auto const bytes = runner->download(chain::Buffer::kOut);
+        auto const* gpu = reinterpret_cast<std::uint16_t const*>(bytes.data());
+        max_err = std::max(max_err, chain_run::max_rel_err(gpu, refs[s].data(), refs[s].size()));
+        ++checks;
       }
     }
-  }
-  progress.finish();
+    std::int64_t first_index = -1;
+    std::string first_buffer;
+    if (series.mismatches > 0) {
+      first_buffer = chain::buffer_name(static_cast<chain::Buffer>(series.first_buffer));
+      chain::RunnerOptions ro;
+      ro.tokens = T;
+      ro.tile_m = o.tile_m;
+      chain_run::apply(o.residency, ro);
+      ro.hidden_seed = Rng::mix(wseed, 3);
+      auto const r = chain_run::replay(*weights, ro, cfg, series.first_seed, o.replay_attempts);
+      if (r.reproduced) {
+        first_buffer = chain::buffer_name(static_cast<chain::Buffer>(r.buffer));
+        first_index = r.index;
+        std::cerr << "  replay of " << series.first_seed << ": " << r.detail << "\n";
+      }
+    }
+    bool const ref_ok = checks == 0 || max_err <= o.tolerance;
+    failures += (series.mismatches > 0 || !ref_ok) ? 1 : 0;
+    bench::Measurement m;
+    m.columns.set("finalize", runner->finalize_variant(cfg).name)
+        .set("tile_m", o.tile_m)
+        .set("routings", series.routings)
+        .set("mismatches", series.mismatches)
+        .set("first_buffer", first_buffer)
+        .set("first_index", first_index)
+        .set("first_seed", series.mismatches ? std::to_string(series.first_seed) : "")
+        .set("stale_reads", series.stale)
+        .set("recorded_reads", series.recorded)
+        .set("ref_checks", checks)
+        .set("max_rel_err", max_err)
+        .set("tolerance", o.tolerance)
+        .set("routings_per_s", static_cast<double>(series.routings) / series.seconds);
+    rec.add(u.config, std::move(m));
+    if (o.stamps) {
+      chain_run::write_timeline(file, "timeline_equivalence_" + std::to_string(timelines++),
+                                runner->timeline(), key);
+    }
+    std::ostringstream what;
+    what << series.mismatches << "/" << series.routings << " mismatches, " << series.stale
+         << " stale reads, ref err " << (checks ? std::to_string(max_err) : std::string("-"))
+         << ", " << static_cast<int>(static_cast<double>(series.routings) / series.seconds)
+         << " routings/s";
+    rec.summary(what.str());
+  };
+  bench.run(file, bench::RunOptions{}, body);
   h5::ResultReader reader(file.path());
   chain_tables::print_equivalence(reader.read_table("equivalence"), std::cout);
   if (failures)
@@ -213,10 +249,10 @@ int equivalence(cli::Args const& args) {
       "set", po::value<std::string>()->default_value(""),
       "overrides for every preset: <kernel>.trigger|delay_ns|pdl=V, finalize.meta=before|after, "
       "finalize.variant=new|previous (comma-separated)")(
-      "delay-ns", po::value<std::int64_t>()->default_value(0),
-      "delay injected before the writes of --delay-kernel, 0..10^9 ns")(
-      "delay-kernel", po::value<std::string>()->default_value("routing"),
-      "kernel that --delay-ns delays")(
+      "delay-ns", po::value<std::string>()->default_value("0"),
+      "delays injected before the writes of --delay-kernels, 0..10^9 ns")(
+      "delay-kernels", po::value<std::string>()->default_value("routing"),
+      "kernels that receive the delay")(
       "routings", po::value<std::int64_t>()->default_value(1000),
       "randomized routings per (shape, T, preset), rounded up to whole batches, 1..10^7")(
       "batch", po::value<int>()->default_value(250), "layers per CUDA graph replay, 1..4096")(
@@ -229,12 +265,14 @@ int equivalence(cli::Args const& args) {
       "replay", po::value<std::string>(),
       "replay routing SEED (one shape, T, preset) and print the first differing buffer/index")(
       "replay-attempts", po::value<int>()->default_value(20), "attempts of --replay, 1..10000")(
-      "print", po::value<std::string>(), "print the /equivalence table of FILE and exit");
+      "print", po::value<std::string>(), "print the /equivalence table of FILE and exit")(
+      "list", "print the configurations (index, estimated seconds, key) and exit; no GPU needed");
   chain_run::add_residency_options(desc, chain_run::Residency{});
-  cli::add_output_options(desc, "equivalence.h5");
+  cli::add_result_options(desc, "equivalence");
   po::variables_map vm;
   if (!cli::parse("equivalence",
-                  "[--shapes S] [--tokens T] [--presets P] [--set K=V,..] [--delay-ns N] "
+                  "[--shapes S] [--tokens T] [--presets P] [--set K=V,..] [--delay-ns D] "
+                  "[--delay-kernels K] "
                   "[--routings N] [--replay SEED] [--print FILE] [--out FILE]",
                   desc, args, vm))
     return kExitOk;
@@ -248,11 +286,9 @@ int equivalence(cli::Args const& args) {
   o.tokens = cli::parse_int_list("--tokens", vm["tokens"].as<std::string>(), 1, 128);
   o.presets = chain::parse_presets(vm["presets"].as<std::string>(), "--presets");
   o.overrides = vm["set"].as<std::string>();
-  o.delay_ns = vm["delay-ns"].as<std::int64_t>();
-  cli::check_range<std::int64_t>("--delay-ns", o.delay_ns, 0, 1000000000);
-  if (!chain::parse_kernel(vm["delay-kernel"].as<std::string>(), &o.delay_kernel))
-    throw InputError("--delay-kernel: value '" + vm["delay-kernel"].as<std::string>() +
-                     "' not one of {routing, permute, gemm1, act, gemm2, finalize}");
+  o.delays = cli::parse_int_list("--delay-ns", vm["delay-ns"].as<std::string>(), 0, 1000000000);
+  o.delay_kernels =
+      chain_run::parse_delay_kernels(vm["delay-kernels"].as<std::string>(), "--delay-kernels");
   o.routings = vm["routings"].as<std::int64_t>();
   cli::check_range<std::int64_t>("--routings", o.routings, 1, 10000000);
   o.batch = vm["batch"].as<int>();
@@ -271,6 +307,10 @@ int equivalence(cli::Args const& args) {
       chain::validate(s, T, o.tile_m);
   chain::ChainConfig probe = chain::preset_config(o.presets[0]);
   chain::apply_overrides(probe, o.overrides); // bad overrides fail before any GPU work
+  if (vm.count("list")) {
+    equivalence_benchmark(o).list(std::cout);
+    return kExitOk;
+  }
 #ifdef MOEFIN_HAVE_CUDA
   chain_run::require_device("equivalence");
   std::uint64_t const seed = vm["seed"].as<std::uint64_t>();

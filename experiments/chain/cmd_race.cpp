@@ -10,12 +10,14 @@
 #include "experiments/chain/race_cells.hpp"
 #include "experiments/chain/run.hpp"
 #include "experiments/commands.hpp"
-#include "experiments/harness/progress.hpp"
+#include "experiments/harness/bench_state.hpp"
 #include "experiments/results/chain_tables.hpp"
 
+#include <algorithm>
 #include <iomanip>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <stdexcept>
 
@@ -65,23 +67,58 @@ std::size_t print_summary(h5::Table const& t, h5::Provenance const& root, std::o
   return contradicted;
 }
 
+/// The cells of the matrix for every (shape, T): one unit and one row each, keyed
+/// "<shape>,T=<T>,<cell key>" (as every /race_matrix so far); the cell's columns are its values.
+bench::Benchmark race_benchmark(std::vector<chain::LayerShape> const& shapes,
+                                std::vector<std::int64_t> const& tokens,
+                                std::vector<race::Cell> const& cells) {
+  bench::Benchmark b("race_matrix", chain_tables::race_columns(),
+                     "race matrix: iterations with a bitwise mismatch vs PDL off and with stale "
+                     "pre-wait reads in finalize, per PDL configuration; verifier = verdict of "
+                     "the happens-before verifier on the chain the cell ran "
+                     "(chain::verifier_chain)");
+  std::vector<bench::Config> units;
+  for (auto const& s : shapes)
+    for (std::int64_t t : tokens)
+      for (std::size_t i = 0; i < cells.size(); ++i) {
+        race::Cell const& c = cells[i];
+        bench::Config u;
+        u.set("shape", s.name)
+            .set("T", t)
+            .set("preset", c.cfg.preset)
+            .set("triggers", c.triggers)
+            .set("meta", c.meta)
+            .set("delay_ns", c.delay_ns)
+            .set("delayed_kernel", c.delayed_kernel)
+            .set("cell", static_cast<std::int64_t>(i));
+        units.push_back(u);
+      }
+  b.units(std::move(units));
+  b.key([&cells](bench::Config const& r) {
+    return r.str("shape") + ",T=" + std::to_string(r.num("T")) + "," +
+           cells.at(static_cast<std::size_t>(r.num("cell"))).key;
+  });
+  return b;
+}
+
 } // namespace
 
 int race(cli::Args const& args) {
   namespace po = cli::po;
   po::options_description desc("race options");
-  desc.add_options()("shape", po::value<std::string>()->default_value("top-8"),
-                     "layer shape: top-8, top-22, top-16 or H<h>/I<i>/E<e>/top-<k>[/relu2]")(
-      "tokens", po::value<std::int64_t>()->default_value(4), "tokens, 1..128")(
+  desc.add_options()("shapes", po::value<std::string>()->default_value("top-8"),
+                     "layer shapes: top-8, top-22, top-16 or H<h>/I<i>/E<e>/top-<k>[/relu2]")(
+      "tokens", po::value<std::string>()->default_value("4"), "token counts, 1..128")(
       "presets", po::value<std::string>()->default_value("seed-before,seed-after,all-early,safe"),
       "PDL presets")("triggers", po::value<std::string>()->default_value("sweep"),
                      "sweep: each kernel's placements one at a time plus all-entry and "
                      "all-after-wait; full: every combination of the four kernels")(
       "meta", po::value<std::string>()->default_value("before,after"),
       "finalize metadata placements")(
-      "delays", po::value<std::string>()->default_value("0,3000,25000"),
-      "injected delays (ns)")("delay-kernels", po::value<std::string>()->default_value("routing"),
-                              "kernels that receive the delay (comma-separated)")(
+      "delay-ns", po::value<std::string>()->default_value("0,3000,25000"),
+      "delays injected before the writes of --delay-kernels, 0..10^9 ns")(
+      "delay-kernels", po::value<std::string>()->default_value("routing"),
+      "kernels that receive the delay")(
       "finalize", po::value<std::string>()->default_value("new"),
       "finalize: new or previous (the dispatch rule with or without small_batch), or a finalize "
       "variant launched whatever the shape")("set", po::value<std::string>()->default_value(""),
@@ -94,13 +131,15 @@ int race(cli::Args const& args) {
       "stamps", "record the timelines of the benchmark cells and of each preset's own cell")(
       "describe", "print each cell's chain (the JSON `moefin verify` reads) with the verifier's "
                   "verdict, and exit; no GPU needed")(
-      "print", po::value<std::string>(), "print the /race_matrix table of FILE and exit");
+      "print", po::value<std::string>(), "print the /race_matrix table of FILE and exit")(
+      "list", "print the cells (index, key) and exit; no GPU needed");
   chain_run::add_residency_options(desc, chain_run::Residency{});
-  cli::add_output_options(desc, "race.h5");
+  cli::add_result_options(desc, "race");
   po::variables_map vm;
   if (!cli::parse("race",
-                  "[--shape S] [--tokens T] [--presets P] [--triggers sweep|full] [--meta M] "
-                  "[--delays D] [--iterations N] [--describe] [--print FILE] [--out FILE]",
+                  "[--shapes S] [--tokens T] [--presets P] [--triggers sweep|full] [--meta M] "
+                  "[--delay-ns D] [--delay-kernels K] [--iterations N] [--describe] [--list] "
+                  "[--print FILE] [--out FILE]",
                   desc, args, vm))
     return kExitOk;
   if (vm.count("print")) {
@@ -122,40 +161,45 @@ int race(cli::Args const& args) {
   axes.metas = chain::split_list(vm["meta"].as<std::string>(), "--meta");
   for (auto const& m : axes.metas)
     cli::check_choice("--meta", m, {"before", "after"});
-  axes.delays = cli::parse_int_list("--delays", vm["delays"].as<std::string>(), 0, 1000000000);
-  axes.delay_kernels.clear();
-  for (auto const& k :
-       chain::split_list(vm["delay-kernels"].as<std::string>(), "--delay-kernels")) {
-    chain::Kernel kk;
-    if (!chain::parse_kernel(k, &kk))
-      throw InputError("--delay-kernels: value '" + k +
-                       "' not one of {routing, permute, gemm1, act, gemm2, finalize}");
-    axes.delay_kernels.push_back(kk);
-  }
+  axes.delays = cli::parse_int_list("--delay-ns", vm["delay-ns"].as<std::string>(), 0, 1000000000);
+  axes.delay_kernels =
+      chain_run::parse_delay_kernels(vm["delay-kernels"].as<std::string>(), "--delay-kernels");
   chain::ChainConfig choice;
   chain::apply_overrides(choice, "finalize.variant=" + vm["finalize"].as<std::string>(),
                          "--finalize");
   axes.finalize = choice.finalize;
   axes.overrides = vm["set"].as<std::string>();
-  chain::LayerShape const shape = chain::parse_shape(vm["shape"].as<std::string>(), "--shape");
-  std::int64_t const T = vm["tokens"].as<std::int64_t>();
+  std::vector<chain::LayerShape> const shapes =
+      chain::parse_shapes(vm["shapes"].as<std::string>(), "--shapes");
+  std::vector<std::int64_t> const tokens =
+      cli::parse_int_list("--tokens", vm["tokens"].as<std::string>(), 1, 128);
   std::int64_t const tile_m = vm["tile-m"].as<std::int64_t>();
-  chain::validate(shape, T, tile_m);
+  for (auto const& shape : shapes)
+    for (std::int64_t T : tokens)
+      chain::validate(shape, T, tile_m);
   int const iterations = vm["iterations"].as<int>();
   cli::check_range("--iterations", iterations, 2, 4096);
   auto const cells = race::cells(axes);
   std::string const launch = vm["launch"].as<std::string>();
   cli::check_choice("--launch", launch, {"graph", "stream"});
   if (vm.count("describe")) {
-    for (auto const& c : cells) {
-      finalize::FinalizeVariant const& variant = race::planned_finalize_variant(shape, T, c.cfg);
-      chain::CellVerdict const v = chain::verify_cell(c.cfg, variant, launch == "graph");
-      std::cout << "# " << shape.name << ",T=" << T << "," << c.key
-                << (c.benchmark ? " (benchmark)" : "") << ": finalize " << variant.name
-                << ", verifier " << pdl::verdict_name(v.chain) << " (" << v.races << " of "
-                << v.pairs << " pairs race)\n"
-                << chain::chain_json(c.cfg, variant, launch == "graph");
-    }
+    for (auto const& shape : shapes)
+      for (std::int64_t T : tokens)
+        for (auto const& c : cells) {
+          finalize::FinalizeVariant const& variant =
+              race::planned_finalize_variant(shape, T, c.cfg);
+          chain::CellVerdict const v = chain::verify_cell(c.cfg, variant, launch == "graph");
+          std::cout << "# " << shape.name << ",T=" << T << "," << c.key
+                    << (c.benchmark ? " (benchmark)" : "") << ": finalize " << variant.name
+                    << ", verifier " << pdl::verdict_name(v.chain) << " (" << v.races << " of "
+                    << v.pairs << " pairs race)\n"
+                    << chain::chain_json(c.cfg, variant, launch == "graph");
+        }
+    return kExitOk;
+  }
+  bench::Benchmark const bench = race_benchmark(shapes, tokens, cells);
+  if (vm.count("list")) {
+    bench.list(std::cout);
     return kExitOk;
   }
 #ifdef MOEFIN_HAVE_CUDA
@@ -163,21 +207,8 @@ int race(cli::Args const& args) {
   auto file = h5::ResultWriter::open(vm["out"].as<std::string>(), vm["resume"].as<std::string>(),
                                      vm["seed"].as<std::uint64_t>());
   std::uint64_t const seed = file.seed();
-  auto table = file.table("race_matrix", chain_tables::race_columns(),
-                          "race matrix: iterations with a bitwise mismatch vs PDL off and with "
-                          "stale pre-wait reads in finalize, per PDL configuration; verifier = "
-                          "verdict of the happens-before verifier on the chain the cell ran "
-                          "(chain::verifier_chain)");
   bool const stamps = vm.count("stamps") > 0;
-  chain::LayerWeights const weights(shape, chain::weight_seed(seed, shape));
-  chain::RunnerOptions ro;
-  ro.tokens = T;
-  ro.tile_m = tile_m;
-  ro.iterations = iterations;
-  ro.stamps = stamps;
-  ro.stream_launch = launch == "stream";
   chain_run::Residency const residency = chain_run::read_residency_options(vm);
-  chain_run::apply(residency, ro);
   chain_run::record(residency, file);
   file.set_attr("/", "launch", launch); // a file holds one launch mode: keys do not name it
   auto const recorded = file.provenance().find("overrides");
@@ -185,46 +216,59 @@ int race(cli::Args const& args) {
     throw InputError("--set: '" + axes.overrides + "' differs from '" + recorded->second +
                      "', the overrides the rows of the resumed file ran with");
   file.set_attr("/", "overrides", axes.overrides); // race::row_config rebuilds the cells with it
-  ro.hidden_seed = Rng::mix(chain::weight_seed(seed, shape), 3);
-  chain::ChainRunner runner(weights, ro);
-  std::vector<std::uint64_t> seeds(static_cast<std::size_t>(iterations));
-  for (int i = 0; i < iterations; ++i)
-    seeds[static_cast<std::size_t>(i)] = chain::routing_seed(seed, shape, T, i);
-  runner.set_routings(seeds);
-  std::map<std::string, chain::BatchResult> off; // per metadata placement
-  Progress progress("race", cells.size());
+  // One runner per (shape, T) at a time (units come grouped by them), its PDL-off batches per
+  // metadata placement (delays do not change a PDL-off run).
+  std::unique_ptr<chain::LayerWeights> weights;
+  std::unique_ptr<chain::ChainRunner> runner;
+  std::string runner_of;
+  std::vector<std::uint64_t> seeds;
+  std::map<std::string, chain::BatchResult> off;
   std::int64_t timelines = 0;
-  std::string const key_prefix = shape.name + ",T=" + std::to_string(T) + ",";
-  for (auto const& c : cells) {
-    std::string const key = key_prefix + c.key;
-    if (table.has(key)) {
-      progress.step(key, true);
-      continue;
+  auto body = [&](bench::Unit const& u, std::vector<bench::Config> const&, bench::Recorder& rec) {
+    chain::LayerShape const& sh =
+        *std::find_if(shapes.begin(), shapes.end(),
+                      [&](chain::LayerShape const& x) { return x.name == u.config.str("shape"); });
+    std::int64_t const t = u.config.num("T");
+    race::Cell const& c = cells.at(static_cast<std::size_t>(u.config.num("cell")));
+    std::string const key = bench.row_key(u.config);
+    std::string const which = sh.name + ",T=" + std::to_string(t);
+    if (runner_of != which) {
+      runner.reset();
+      if (!weights || weights->shape().name != sh.name)
+        weights = std::make_unique<chain::LayerWeights>(sh, chain::weight_seed(seed, sh));
+      chain::RunnerOptions ro;
+      ro.tokens = t;
+      ro.tile_m = tile_m;
+      ro.iterations = iterations;
+      ro.stamps = stamps;
+      ro.stream_launch = launch == "stream";
+      chain_run::apply(residency, ro);
+      ro.hidden_seed = Rng::mix(chain::weight_seed(seed, sh), 3);
+      runner = std::make_unique<chain::ChainRunner>(*weights, ro);
+      seeds.assign(static_cast<std::size_t>(iterations), 0);
+      for (int i = 0; i < iterations; ++i)
+        seeds[static_cast<std::size_t>(i)] = chain::routing_seed(seed, sh, t, i);
+      runner->set_routings(seeds);
+      off.clear();
+      runner_of = which;
     }
     if (!off.count(c.meta)) {
       chain::ChainConfig quiet = c.cfg;
       for (chain::Kernel k : chain::kAllKernels)
         quiet.at(k).delay_ns = 0;
-      off[c.meta] = runner.run_batch(quiet, false);
+      off[c.meta] = runner->run_batch(quiet, false);
     }
-    finalize::FinalizeVariant const& variant = runner.finalize_variant(c.cfg);
-    finalize::FinalizeVariant const& planned = race::planned_finalize_variant(shape, T, c.cfg);
+    finalize::FinalizeVariant const& variant = runner->finalize_variant(c.cfg);
+    finalize::FinalizeVariant const& planned = race::planned_finalize_variant(sh, t, c.cfg);
     if (&variant != &planned)
       throw std::logic_error("race: finalize picked " + variant.name + " on the device but " +
                              planned.name + " in --describe's prediction for " + key);
     chain::CellVerdict const verdict = chain::verify_cell(c.cfg, variant, launch == "graph");
-    auto const on = runner.run_batch(c.cfg, true);
+    auto const on = runner->run_batch(c.cfg, true);
     chain_run::Series s;
     chain_run::add_batch(s, on, off[c.meta], seeds);
-    h5::Row row;
-    row.set("shape", shape.name)
-        .set("T", T)
-        .set("preset", c.cfg.preset)
-        .set("triggers", c.triggers)
-        .set("meta", c.meta)
-        .set("delay_ns", c.delay_ns)
-        .set("delayed_kernel", c.delayed_kernel)
-        .set("finalize", variant.name)
+    bench::Measurement m;
+    m.columns.set("finalize", variant.name)
         .set("iterations", s.routings)
         .set("mismatches", s.mismatches)
         .set("stale_reads", s.stale)
@@ -233,16 +277,16 @@ int race(cli::Args const& args) {
         .set("first_buffer",
              s.mismatches ? chain::buffer_name(static_cast<chain::Buffer>(s.first_buffer)) : "")
         .set("verifier", pdl::verdict_name(verdict.chain));
-    table.append(key, row);
+    rec.add(u.config, std::move(m));
     if (stamps &&
         (c.benchmark || (c.own && c.meta == "before" && c.delay_ns == axes.delays.back())))
       chain_run::write_timeline(file, "timeline_race_" + std::to_string(timelines++),
-                                runner.timeline(), key);
-    progress.step(key + ": " + std::to_string(s.mismatches) + "/" + std::to_string(s.routings) +
-                  " mismatches, " + std::to_string(s.stale_iterations) +
-                  " stale iterations; verifier " + pdl::verdict_name(verdict.chain));
-  }
-  progress.finish();
+                                runner->timeline(), key);
+    rec.summary(std::to_string(s.mismatches) + "/" + std::to_string(s.routings) + " mismatches, " +
+                std::to_string(s.stale_iterations) + " stale iterations; verifier " +
+                pdl::verdict_name(verdict.chain));
+  };
+  bench.run(file, bench::RunOptions{}, body);
   h5::ResultReader reader(file.path());
   auto t = reader.read_table("race_matrix");
   race::fill_verdicts(t, reader.provenance()); // rows of a resumed file that predates the column

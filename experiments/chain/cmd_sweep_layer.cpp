@@ -7,7 +7,7 @@
 #include "core/stats.hpp"
 #include "experiments/chain/run.hpp"
 #include "experiments/commands.hpp"
-#include "experiments/harness/progress.hpp"
+#include "experiments/harness/bench_state.hpp"
 #include "experiments/harness/timing_rounds.hpp"
 #include "experiments/results/chain_tables.hpp"
 #include "kernels/chain/chain.hpp"
@@ -15,8 +15,66 @@
 #include <algorithm>
 #include <array>
 #include <iostream>
+#include <map>
+#include <memory>
 
 namespace moefin::cmd {
+
+namespace {
+
+/// The chain of a row: its placement preset and its finalize ("new" and "previous": the dispatch
+/// rule with and without small_batch; any other name: that variant, forced).
+chain::ChainConfig placement_config(bench::Config const& row) {
+  chain::Preset p;
+  if (!chain::parse_preset(row.str("placement"), &p))
+    throw std::logic_error("sweep layer: placement " + row.str("placement"));
+  chain::ChainConfig cfg = chain::preset_config(p);
+  chain::apply_overrides(cfg, "finalize.variant=" + row.str("finalize"));
+  return cfg;
+}
+
+/// The configurations: a unit per (shape, T), its rows every finalize (new, previous and the
+/// registry's chain-listed variants) x placement (seed-after, seed-before), keyed
+/// "shape=..,T=..,finalize=..,placement=..". speedup_finalize pairs a row with the previous
+/// finalize at its placement, speedup_placement a seed-after row with seed-before.
+bench::Benchmark layer_benchmark(std::vector<std::string> const& shapes,
+                                 std::map<std::string, chain::LayerShape> const& shape_of,
+                                 std::vector<std::int64_t> const& tokens, int rounds, int layers) {
+  bench::Benchmark b("layer_sweep", chain_tables::layer_columns(),
+                     "whole-layer time per layer (us), CUDA graph of `layers` layers on distinct "
+                     "routings, PDL on, interleaved rounds; speedup_finalize = previous/this at "
+                     "the same placement, speedup_placement = seed-before/this with the same "
+                     "finalize (paired medians, 95% CI)");
+  std::vector<std::string> finalizes = {"new", "previous"};
+  for (auto const* v : finalize::variants(finalize::kListChain))
+    finalizes.push_back(v->name);
+  b.axis(bench::string_axis("shape", shapes));
+  b.axis(bench::int_axis("T", tokens));
+  b.axis(bench::string_axis("finalize", finalizes, bench::Scope::kRow));
+  b.axis(bench::string_axis("placement", {"seed-after", "seed-before"}, bench::Scope::kRow));
+  b.timed();
+  b.ratio({"speedup_finalize", "speedup_finalize_lo", "speedup_finalize_hi", "finalize",
+           [](bench::Config const& r) {
+             return r.str("finalize") == "previous" ? std::string() : std::string("previous");
+           },
+           true, 1.0});
+  b.ratio({"speedup_placement", "speedup_placement_lo", "speedup_placement_hi", "placement",
+           [](bench::Config const& r) {
+             return r.str("placement") == "seed-after" ? std::string("seed-before") : std::string();
+           },
+           true, 1.0});
+  b.cost([&shape_of, rounds, layers](bench::Config const& u, std::size_t rows) {
+    chain::LayerShape const& s = shape_of.at(u.str("shape"));
+    // Weights read once per layer at ~2.5 TB/s, plus ~30 us of the rest; graphs take ~1 s each.
+    double const weight_bytes =
+        2.0 * static_cast<double>(s.experts * (s.gemm1_n() * s.hidden + s.hidden * s.inter));
+    double const layer_s = weight_bytes / 2.5e12 + 30e-6 * static_cast<double>(u.num("T") + 1);
+    return static_cast<double>(rows) * (1.0 + static_cast<double>((rounds + 2) * layers) * layer_s);
+  });
+  return b;
+}
+
+} // namespace
 
 int sweep_layer(cli::Args const& args) {
   namespace po = cli::po;
@@ -35,10 +93,12 @@ int sweep_layer(cli::Args const& args) {
       "layer's timeline (groups timeline_layer_N)")(
       "published", po::value<std::string>()->default_value(chain_tables::default_published_dir()),
       "folder of whole_op_speedup.csv and pdl_ordering_speedup.csv")(
-      "print", po::value<std::string>(), "print the tables of FILE's /layer_sweep and exit");
+      "print", po::value<std::string>(), "print the tables of FILE's /layer_sweep and exit")(
+      "list", "print the configurations (index, estimated seconds, row keys) and exit; no GPU "
+              "needed");
   // The kernels' own policies (two CTAs per SM) and the driver's carveout: the layer as it runs.
   chain_run::add_residency_options(desc, chain_run::Residency{2, false});
-  cli::add_output_options(desc, "layer_sweep.h5");
+  cli::add_result_options(desc, "sweep layer");
   po::variables_map vm;
   if (!cli::parse("sweep layer",
                   "[--shapes S] [--tokens T] [--rounds N] [--layers N] [--ctas-per-sm N] "
@@ -70,30 +130,23 @@ int sweep_layer(cli::Args const& args) {
     for (auto T : tokens)
       chain::validate(s, T, tile_m);
   chain_tables::read_published(published + "/whole_op_speedup.csv"); // fail early on a bad path
+  std::map<std::string, chain::LayerShape> shape_of;
+  std::vector<std::string> shape_names;
+  for (auto const& s : shapes) {
+    shape_of[s.name] = s;
+    shape_names.push_back(s.name);
+  }
+  bench::Benchmark const bench = layer_benchmark(shape_names, shape_of, tokens, rounds, layers);
+  if (vm.count("list")) {
+    bench.list(std::cout);
+    return kExitOk;
+  }
 #ifdef MOEFIN_HAVE_CUDA
   chain_run::require_device("sweep layer");
   auto file = h5::ResultWriter::open(vm["out"].as<std::string>(), vm["resume"].as<std::string>(),
                                      vm["seed"].as<std::uint64_t>());
   std::uint64_t const seed = file.seed();
   chain_run::record(residency, file);
-  auto table = file.table("layer_sweep", chain_tables::layer_columns(),
-                          "whole-layer time per layer (us), CUDA graph of `layers` layers on "
-                          "distinct routings, PDL on, interleaved rounds; speedup_finalize = "
-                          "previous/this at the same placement, speedup_placement = "
-                          "seed-before/this with the same finalize (paired medians, 95% CI)");
-  struct Config {
-    chain::FinalizeChoice fin;
-    chain::Preset placement;
-  };
-  std::array<Config, 4> const configs = {
-      Config{chain::FinalizeChoice::dispatch_new(), chain::Preset::kSeedAfter},
-      Config{chain::FinalizeChoice::dispatch_previous(), chain::Preset::kSeedAfter},
-      Config{chain::FinalizeChoice::dispatch_new(), chain::Preset::kSeedBefore},
-      Config{chain::FinalizeChoice::dispatch_previous(), chain::Preset::kSeedBefore}};
-  auto key_of = [](chain::LayerShape const& s, std::int64_t T, Config const& c) {
-    return "shape=" + s.name + ",T=" + std::to_string(T) + ",finalize=" + c.fin.name() +
-           ",placement=" + chain::preset_name(c.placement);
-  };
   // Numbered on from the timelines a resumed file already holds.
   std::int64_t timelines = 0;
   {
@@ -101,87 +154,64 @@ int sweep_layer(cli::Args const& args) {
     while (before.has_group("timeline_layer_" + std::to_string(timelines)))
       ++timelines;
   }
-  Progress progress("sweep layer", shapes.size() * tokens.size());
-  for (auto const& shape : shapes) {
-    std::unique_ptr<chain::LayerWeights> weights;
-    for (std::int64_t T : tokens) {
-      bool done = true;
-      for (auto const& c : configs)
-        done = done && table.has(key_of(shape, T, c));
-      if (done) {
-        progress.step(shape.name + " T=" + std::to_string(T), true);
-        continue;
-      }
-      if (!weights)
-        weights = std::make_unique<chain::LayerWeights>(shape, chain::weight_seed(seed, shape));
-      chain::RunnerOptions ro;
-      ro.tokens = T;
-      ro.tile_m = tile_m;
-      ro.iterations = layers;
-      bool const stamps =
-          std::find(stamp_tokens.begin(), stamp_tokens.end(), T) != stamp_tokens.end();
-      ro.stamps = stamps;
-      chain_run::apply(residency, ro);
-      ro.hidden_seed = Rng::mix(chain::weight_seed(seed, shape), 3);
-      chain::ChainRunner runner(*weights, ro);
-      std::vector<std::uint64_t> seeds(static_cast<std::size_t>(layers));
-      for (int i = 0; i < layers; ++i)
-        seeds[static_cast<std::size_t>(i)] = chain::routing_seed(seed, shape, T, i);
-      runner.set_routings(seeds);
-      std::array<chain::ChainConfig, 4> cfgs;
-      for (std::size_t c = 0; c < configs.size(); ++c) {
-        cfgs[c] = chain::preset_config(configs[c].placement);
-        cfgs[c].finalize = configs[c].fin;
-        runner.time_layers(cfgs[c], true); // build the graph, warm the caches
-        runner.time_layers(cfgs[c], true);
-      }
-      auto const t = bench::interleaved_rounds(
-          configs.size(), rounds, [&](std::size_t c) { return runner.time_layers(cfgs[c], true); });
-      for (std::size_t c = 0; c < configs.size(); ++c) {
-        auto const s = stats::summarize(t[c]);
-        // Partner rows: same placement other finalize (c ^ 1), same finalize other placement (c ^
-        // 2).
-        bool const is_new = !configs[c].fin.previous;
-        bool const is_after = configs[c].placement == chain::Preset::kSeedAfter;
-        stats::RatioEstimate one{1.0, 1.0, 1.0, t[c].size()};
-        auto const rf = is_new ? stats::paired_ratio(t[c ^ 1], t[c]) : one;
-        auto const rp = is_after ? stats::paired_ratio(t[c ^ 2], t[c]) : one;
-        h5::Row row;
-        row.set("shape", shape.name)
-            .set("H", shape.hidden)
-            .set("I", shape.inter)
-            .set("E", shape.experts)
-            .set("K", shape.top_k)
-            .set("activation", activation::type_name(shape.act))
-            .set("T", T)
-            .set("finalize", configs[c].fin.name())
-            .set("placement", chain::preset_name(configs[c].placement))
-            .set("finalize_kernel", runner.finalize_variant(cfgs[c]).name)
-            .set("tile_m", tile_m)
-            .set("layers", layers)
-            .set("median_us", s.median)
-            .set("min_us", s.min)
-            .set("q1_us", s.q1)
-            .set("q3_us", s.q3)
-            .set("max_us", s.max)
-            .set("rounds", rounds)
-            .set("speedup_finalize", rf.ratio)
-            .set("speedup_finalize_lo", rf.lo)
-            .set("speedup_finalize_hi", rf.hi)
-            .set("speedup_placement", rp.ratio)
-            .set("speedup_placement_lo", rp.lo)
-            .set("speedup_placement_hi", rp.hi);
-        table.append(key_of(shape, T, configs[c]), row, t[c]);
-        if (stamps)
-          chain_run::write_timeline(file, "timeline_layer_" + std::to_string(timelines++),
-                                    runner.stamp_layers(cfgs[c], true),
-                                    key_of(shape, T, configs[c]));
-      }
-      progress.step(shape.name + " T=" + std::to_string(T) + ": " +
-                    std::to_string(stats::median(t[0])) + " us/layer (new, seed-after)");
+  std::string weights_of; // the shape whose weights are on the device
+  std::unique_ptr<chain::LayerWeights> weights;
+  auto body = [&](bench::Unit const& u, std::vector<bench::Config> const& todo,
+                  bench::Recorder& rec) {
+    chain::LayerShape const& shape = shape_of.at(u.config.str("shape"));
+    std::int64_t const T = u.config.num("T");
+    if (weights_of != shape.name) {
+      weights.reset();
+      weights = std::make_unique<chain::LayerWeights>(shape, chain::weight_seed(seed, shape));
+      weights_of = shape.name;
     }
-  }
-  progress.finish();
+    chain::RunnerOptions ro;
+    ro.tokens = T;
+    ro.tile_m = tile_m;
+    ro.iterations = layers;
+    bool const stamps =
+        std::find(stamp_tokens.begin(), stamp_tokens.end(), T) != stamp_tokens.end();
+    ro.stamps = stamps;
+    chain_run::apply(residency, ro);
+    ro.hidden_seed = Rng::mix(chain::weight_seed(seed, shape), 3);
+    chain::ChainRunner runner(*weights, ro);
+    std::vector<std::uint64_t> seeds(static_cast<std::size_t>(layers));
+    for (int i = 0; i < layers; ++i)
+      seeds[static_cast<std::size_t>(i)] = chain::routing_seed(seed, shape, T, i);
+    runner.set_routings(seeds);
+    // Every row of the unit, not only the missing ones: they are each other's ratio partners.
+    std::vector<chain::ChainConfig> cfgs;
+    for (auto const& row : u.rows) {
+      cfgs.push_back(placement_config(row));
+      runner.time_layers(cfgs.back(), true); // build the graph, warm the caches
+      runner.time_layers(cfgs.back(), true);
+    }
+    auto const t = bench::interleaved_rounds(
+        cfgs.size(), rounds, [&](std::size_t c) { return runner.time_layers(cfgs[c], true); });
+    for (std::size_t c = 0; c < u.rows.size(); ++c) {
+      bench::Measurement m;
+      m.samples = t[c];
+      m.columns.set("H", shape.hidden)
+          .set("I", shape.inter)
+          .set("E", shape.experts)
+          .set("K", shape.top_k)
+          .set("activation", activation::type_name(shape.act))
+          .set("finalize_kernel", runner.finalize_variant(cfgs[c]).name)
+          .set("tile_m", tile_m)
+          .set("layers", layers)
+          .set("rounds", rounds);
+      rec.add(u.rows[c], std::move(m));
+      bool const missing = std::any_of(todo.begin(), todo.end(), [&](bench::Config const& r) {
+        return bench.row_key(r) == bench.row_key(u.rows[c]);
+      });
+      if (stamps && missing)
+        chain_run::write_timeline(file, "timeline_layer_" + std::to_string(timelines++),
+                                  runner.stamp_layers(cfgs[c], true), bench.row_key(u.rows[c]));
+    }
+    rec.summary(std::to_string(stats::median(t[0])) + " us/layer (" + bench.row_key(u.rows[0]) +
+                ")");
+  };
+  bench.run(file, bench::RunOptions{}, body);
   h5::ResultReader reader(file.path());
   chain_tables::print_layer_tables(reader.read_table("layer_sweep"), published,
                                    reader.provenance().at("gpu_name"), std::cout);

@@ -54,6 +54,18 @@ void write_timeline(h5::ResultWriter& file, std::string const& group, chain::Tim
   file.set_attr(group, "key", key);
 }
 
+std::vector<chain::Kernel> parse_delay_kernels(std::string const& text, std::string const& flag) {
+  std::vector<chain::Kernel> out;
+  for (auto const& k : chain::split_list(text, flag)) {
+    chain::Kernel kk;
+    if (!chain::parse_kernel(k, &kk))
+      throw InputError(flag + ": value '" + k +
+                       "' not one of {routing, permute, gemm1, act, gemm2, finalize}");
+    out.push_back(kk);
+  }
+  return out;
+}
+
 void require_device(std::string const& what) {
   DeviceInfo const d = query_device();
   if (!d.present)

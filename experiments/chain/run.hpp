@@ -66,6 +66,9 @@ void apply(Residency const& r, chain::RunnerOptions& ro);
 /// Root attributes ctas_per_sm and carveout, which analysis/ keeps apart as conditions.
 void record(Residency const& r, h5::ResultWriter& file);
 
+/// The kernels of --delay-kernels ("routing,gemm1"): InputError naming `flag` otherwise.
+std::vector<chain::Kernel> parse_delay_kernels(std::string const& text, std::string const& flag);
+
 /// Throws DeviceError "<what> needs a CUDA device: <reason>" when none is usable.
 void require_device(std::string const& what);
 

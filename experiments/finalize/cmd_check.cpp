@@ -1,20 +1,20 @@
 // moefin check finalize: every finalize variant against the Kokkos reference over the sweep's
 // grid, with uniform and skewed routings, with and without dropped experts. Outputs are
 // poisoned before each run; an unwritten or NaN element, or an error above the tolerance, fails.
-// One row per (variant, shape, routing) in /finalize_check (data/README.md).
+// One row per (variant, shape, routing) in /finalize_check (data/README.md). The benchmark
+// state (harness/bench_state.hpp) enumerates the configurations, skips what a variant cannot
+// read, resumes and stops on --max-minutes; the body builds each case once for every variant.
 
 #include "core/cli.hpp"
 #include "core/device_info.hpp"
-#include "core/finalize_inputs.hpp"
 #include "core/h5store.hpp"
 #include "core/rng.hpp"
 #include "experiments/commands.hpp"
 #include "experiments/finalize/cases.hpp"
 #include "experiments/finalize/grid.hpp"
 #include "experiments/finalize/verify.hpp"
-#include "experiments/harness/progress.hpp"
+#include "experiments/harness/bench_state.hpp"
 #include "experiments/harness/shard_run.hpp"
-#include "experiments/harness/run_limit.hpp"
 
 #ifdef MOEFIN_HAVE_CUDA
 #include "experiments/finalize/device_case.hpp"
@@ -29,8 +29,6 @@
 namespace moefin::cmd {
 
 namespace {
-
-using fin::NamedVariant;
 
 std::vector<h5::Column> check_columns() {
   return {h5::str_col("variant", 28),
@@ -51,21 +49,41 @@ std::vector<h5::Column> check_columns() {
           h5::real_col("tolerance")};
 }
 
-bool needs_128bit(NamedVariant const& v) {
-  return v.entry->needs_128bit_rows;
-}
-
-/// Rough seconds of one (shape, routing) case, for the shard partition only: a fixed part, the
-/// host references over T x H x (K + 1) elements, and each variant's run and comparison.
-double check_cost_s(fin::Shape const& s, std::size_t variants) {
-  double const elems = static_cast<double>(s.tokens * s.hidden * (s.top_k + 1));
-  return 0.004 + 6e-9 * elems + static_cast<double>(variants) * (2e-5 + 1e-9 * elems);
-}
-
 struct VariantTotals {
   std::int64_t rows = 0, failed = 0, ulp_max = 0;
   double rel_err_max = 0;
 };
+
+/// The configurations: the grid's (H, T, K, weights) x routings per unit, one row per variant,
+/// keyed "variant=V,H=..,T=..,K=..,w=..,routing=R" (as every /finalize_check so far).
+bench::Benchmark check_benchmark(fin::GridAxes const& grid,
+                                 std::vector<fin::RoutingCase> const& cases,
+                                 std::vector<fin::NamedVariant> const& variants, std::int64_t pad) {
+  bench::Benchmark b("finalize_check", check_columns(),
+                     "every finalize variant against the Kokkos reference; rel_err = "
+                     "max_abs_err / peak (bf16: vs the exact sum; deepseek_fp8: vs the "
+                     "reference's E4M3 output dequantized); ulp_max in bf16 or E4M3 steps "
+                     "to the rounded reference");
+  fin::add_grid_axes(b, grid);
+  std::vector<std::string> routing_names, variant_names;
+  for (auto const& rc : cases)
+    routing_names.push_back(rc.name);
+  for (auto const& v : variants)
+    variant_names.push_back(v.name);
+  b.axis(bench::string_axis("routing", routing_names));
+  b.axis(bench::string_axis("variant", variant_names, bench::Scope::kRow));
+  b.key_order({"variant", "H", "T", "K", "weights", "routing"});
+  b.skip_if([pad](bench::Config const& row) {
+    return fin::unsupported_reason(finalize::variant(row.str("variant"), "--variants"),
+                                   fin::shape_of(row), row.num("H") + pad);
+  });
+  b.cost([](bench::Config const& u, std::size_t rows) {
+    // The host reference dominates: T * K * H products, twice (rounded and exact).
+    double const work = static_cast<double>(u.num("T") * u.num("K") * u.num("H"));
+    return 0.005 + 4e-9 * work + 2e-3 * static_cast<double>(rows);
+  });
+  return b;
+}
 
 } // namespace
 
@@ -87,20 +105,22 @@ int check_finalize(cli::Args const& args) {
       "tolerance", cli::po::value(&tolerance)->default_value(fin::kBf16Tolerance, "4e-3"),
       "bf16: max error relative to the output's peak")(
       "max-minutes", cli::po::value(&max_minutes)->default_value(0),
-      "stop cleanly before this many minutes (0: no limit); continue with --resume");
+      "stop cleanly before this many minutes (0: no limit); continue with --resume")(
+      "list", "print the configurations (index, estimated seconds, row keys, skipped rows with "
+              "their reason) and exit; no GPU needed");
   harness::add_shard_option(desc);
-  cli::add_output_options(desc, "out/finalize_check.h5");
+  cli::add_result_options(desc, "check finalize");
   cli::po::variables_map vm;
   if (!cli::parse("check finalize",
                   "[--hidden LIST] [--tokens LIST|regime] [--top-k LIST] [--weights LIST] "
-                  "[--routings LIST] [--variants LIST] [--shard I/N|env] "
+                  "[--routings LIST] [--variants LIST] [--list] [--shard I/N|env] "
                   "[--out FILE | --resume FILE]",
                   desc, args, vm))
     return kExitOk;
   cli::check_range<std::int64_t>("--hidden-pad", pad, 0, 1024);
   cli::check_range("--tolerance", tolerance, 1e-7, 1.0);
   cli::check_range("--max-minutes", max_minutes, 0.0, 1e6);
-  auto const shapes = fin::parse_grid(g);
+  fin::GridAxes const grid = fin::parse_grid_axes(g);
   auto const vlist = fin::parse_variants("--variants", variants);
   std::vector<fin::RoutingCase> cases;
   for (auto const& rc : fin::parse_routing_cases("--routings", routings)) {
@@ -112,12 +132,17 @@ int check_finalize(cli::Args const& args) {
   }
   if (cases.empty())
     throw InputError("--routings: none of '" + routings + "' is available");
-  // One configuration per (shape, routing), shape-major: index = shape * cases + case.
+  bench::Benchmark const bench = check_benchmark(grid, cases, vlist, pad);
+  if (vm.count("list")) {
+    bench.list(std::cout);
+    return kExitOk;
+  }
+  // The shard partition runs over the benchmark state's units (a shape and routing each, in
+  // their stable order), priced by its cost estimates.
+  std::vector<bench::Unit> const units = bench.enumerate();
   std::vector<harness::PlannedConfig> planned;
-  for (auto const& shape : shapes)
-    for (auto const& rc : cases)
-      planned.push_back(
-          {fin::shape_key(shape) + ",routing=" + rc.name, check_cost_s(shape, vlist.size())});
+  for (auto const& u : units)
+    planned.push_back({u.label, u.cost_s});
   harness::ShardedRun run("check finalize", vm, std::move(planned),
                           "variants=" + variants + ";hidden_pad=" + std::to_string(pad) +
                               ";tolerance=" + cli::to_text(tolerance));
@@ -135,124 +160,87 @@ int check_finalize(cli::Args const& args) {
 
   auto file = run.open(vm);
   std::uint64_t const seed = file.seed();
-  auto table = file.table("finalize_check", check_columns(),
-                          "every finalize variant against the Kokkos reference; rel_err = "
-                          "max_abs_err / peak (bf16: vs the exact sum; deepseek_fp8: vs the "
-                          "reference's E4M3 output dequantized); ulp_max in bf16 or E4M3 steps "
-                          "to the rounded reference");
   bool const any_fp8 =
       std::any_of(vlist.begin(), vlist.end(), [](auto const& v) { return v.entry->fp8_output; });
+  std::map<std::string, fin::RoutingCase> case_of;
+  for (auto const& rc : cases)
+    case_of[rc.name] = rc;
 
   dev::Stream stream;
-  RunLimit limit(max_minutes);
-  Progress progress("check finalize", run.mine().size());
   std::map<std::string, VariantTotals> totals;
-  std::int64_t failures = 0, measured = 0;
-  double per_case_s = 0.05;
-  std::size_t left = 0;
-  std::unique_ptr<fin::RowPool> pool; // shapes come grouped by H: one pool at a time
-  std::map<std::int64_t, bool> noted_unaligned;
-
-  for (std::size_t si = 0; si < shapes.size(); ++si) {
-    auto const& shape = shapes[si];
+  std::int64_t failures = 0;
+  std::unique_ptr<fin::RowPool> pool; // units come grouped by H: one pool at a time
+  auto body = [&](bench::Unit const& u, std::vector<bench::Config> const& todo,
+                  bench::Recorder& rec) {
+    fin::Shape const shape = fin::shape_of(u.config);
     std::int64_t const hp = shape.hidden + pad;
-    bool const aligned = shape.hidden % 8 == 0 && hp % 8 == 0;
-    for (std::size_t ci = 0; ci < cases.size(); ++ci) {
-      auto const& rc = cases[ci];
-      std::size_t const idx = si * cases.size() + ci;
-      if (!run.mine(idx))
-        continue;
-      std::string const base = fin::shape_key(shape) + ",routing=" + rc.name;
-      std::vector<NamedVariant const*> todo;
-      for (auto const& v : vlist)
-        if ((aligned || !needs_128bit(v)) && !table.has("variant=" + v.name + "," + base))
-          todo.push_back(&v);
-      if (!aligned && !noted_unaligned[shape.hidden]) {
-        noted_unaligned[shape.hidden] = true;
-        std::cout << "note: H=" << shape.hidden << " hidden_padded=" << hp
-                  << " is not a multiple of 8: vecload and small_batch* are not run "
-                     "(select picks scalar; forcing them is an InputError)\n";
-      }
-      if (todo.empty()) {
-        run.finished(idx, static_cast<std::int64_t>(vlist.size()), 0.0);
-        progress.step(base, /*skipped=*/true);
-        continue;
-      }
-      if (!limit.allows(per_case_s)) {
-        left = run.mine_from(idx);
-        break;
-      }
-      double const t0 = limit.elapsed_s();
-      if (!pool || pool->hidden() != shape.hidden)
-        pool = std::make_unique<fin::RowPool>(
-            shape.hidden, hp, Rng::mix(seed, static_cast<std::uint64_t>(shape.hidden * 4099 + hp)));
-      auto const host = fin::make_case(shape, hp, rc, fin::case_seed(seed, base), *pool, any_fp8);
-      auto const expected = fin::expected_of(host, any_fp8);
-      fin::DeviceCase d(host);
-      std::string worst_name;
-      double worst = -1;
-      int passed = 0;
-      for (auto const* v : todo) {
-        fin::Verdict verdict;
-        try {
-          if (v->entry->fp8_output) {
-            auto const out = fin::run_fp8(d, v->options, stream.get());
-            verdict = fin::verify_fp8(out.q, out.scales, expected);
-          } else {
-            verdict =
-                fin::verify_bf16(fin::run_bf16(d, v->options, stream.get()), expected, tolerance);
-          }
-        } catch (std::exception const& e) {
-          // A device fault leaves the context unusable: report what ran and stop.
-          throw DeviceError(v->name + " on " + base + ": " + e.what());
-        }
-        h5::Row row;
-        row.set("variant", v->name)
-            .set("H", shape.hidden)
-            .set("T", shape.tokens)
-            .set("K", shape.top_k)
-            .set("hidden_padded", hp)
-            .set("weights", weight_type_name(shape.weights))
-            .set("routing", rc.name)
-            .set("dropped", host.dropped)
-            .set("max_abs_err", verdict.max_abs_err)
-            .set("peak", verdict.peak)
-            .set("rel_err", verdict.rel_err)
-            .set("ulp_max", verdict.ulp_max)
-            .set("unwritten", verdict.unwritten)
-            .set("nan", verdict.nan)
-            .set("pass", verdict.pass ? 1 : 0)
-            .set("tolerance", verdict.tolerance);
-        table.append("variant=" + v->name + "," + base, row);
-        auto& tot = totals[v->name];
-        ++tot.rows;
-        tot.rel_err_max = std::max(tot.rel_err_max, verdict.rel_err);
-        tot.ulp_max = std::max(tot.ulp_max, verdict.ulp_max);
-        if (!verdict.pass) {
-          ++tot.failed;
-          ++failures;
-          std::cout << "FAIL " << v->name << " " << base << " (dropped " << host.dropped
-                    << "): " << verdict.detail << "\n";
+    if (!pool || pool->hidden() != shape.hidden)
+      pool = std::make_unique<fin::RowPool>(
+          shape.hidden, hp, Rng::mix(seed, static_cast<std::uint64_t>(shape.hidden * 4099 + hp)));
+    fin::RoutingCase const& rc = case_of.at(u.config.str("routing"));
+    std::string const base = fin::shape_key(shape) + ",routing=" + rc.name;
+    auto const host = fin::make_case(shape, hp, rc, fin::case_seed(seed, base), *pool, any_fp8);
+    auto const expected = fin::expected_of(host, any_fp8);
+    fin::DeviceCase d(host);
+    std::string worst_name;
+    double worst = -1;
+    int passed = 0;
+    for (auto const& row : todo) {
+      std::string const& name = row.str("variant");
+      finalize::Options const o = fin::variant_options(name);
+      fin::Verdict verdict;
+      try {
+        if (o.variant->fp8_output) {
+          auto const out = fin::run_fp8(d, o, stream.get());
+          verdict = fin::verify_fp8(out.q, out.scales, expected);
         } else {
-          ++passed;
+          verdict = fin::verify_bf16(fin::run_bf16(d, o, stream.get()), expected, tolerance);
         }
-        if (verdict.rel_err > worst) {
-          worst = verdict.rel_err;
-          worst_name = v->name;
-        }
+      } catch (std::exception const& e) {
+        // A device fault leaves the context unusable: report what ran and stop.
+        throw DeviceError(name + " on " + base + ": " + e.what());
       }
-      ++measured;
-      run.finished(idx, static_cast<std::int64_t>(todo.size()), limit.elapsed_s() - t0);
-      per_case_s = 0.8 * per_case_s + 0.2 * (limit.elapsed_s() - t0);
-      char buf[160];
-      std::snprintf(buf, sizeof(buf), ": %d/%zu pass, worst rel_err %.2e (%s)", passed, todo.size(),
-                    worst, worst_name.c_str());
-      progress.step(base + buf);
+      bench::Measurement m;
+      m.columns.set("hidden_padded", hp)
+          .set("dropped", host.dropped)
+          .set("max_abs_err", verdict.max_abs_err)
+          .set("peak", verdict.peak)
+          .set("rel_err", verdict.rel_err)
+          .set("ulp_max", verdict.ulp_max)
+          .set("unwritten", verdict.unwritten)
+          .set("nan", verdict.nan)
+          .set("pass", verdict.pass ? 1 : 0)
+          .set("tolerance", verdict.tolerance);
+      rec.add(row, std::move(m));
+      auto& tot = totals[name];
+      ++tot.rows;
+      tot.rel_err_max = std::max(tot.rel_err_max, verdict.rel_err);
+      tot.ulp_max = std::max(tot.ulp_max, verdict.ulp_max);
+      if (!verdict.pass) {
+        ++tot.failed;
+        ++failures;
+        std::cout << "FAIL " << name << " " << base << " (dropped " << host.dropped
+                  << "): " << verdict.detail << "\n";
+      } else {
+        ++passed;
+      }
+      if (verdict.rel_err > worst) {
+        worst = verdict.rel_err;
+        worst_name = name;
+      }
     }
-    if (left)
-      break;
-  }
-  progress.finish();
+    char buf[160];
+    std::snprintf(buf, sizeof(buf), "%d/%zu pass, worst rel_err %.2e (%s)", passed, todo.size(),
+                  worst, worst_name.c_str());
+    rec.summary(buf);
+  };
+  bench::RunOptions ro;
+  ro.max_minutes = max_minutes;
+  ro.runs = [&run](bench::Unit const& u) { return run.mine(u.index); };
+  ro.finished = [&run](bench::Unit const& u, std::size_t rows, double seconds) {
+    run.finished(u.index, static_cast<std::int64_t>(rows), seconds);
+  };
+  bench::RunResult const r = bench.run(file, ro, body);
 
   std::printf("\n%-28s %8s %8s %12s %8s\n", "variant", "rows", "failed", "max rel_err", "max ulp");
   for (auto const& v : vlist) {
@@ -260,16 +248,17 @@ int check_finalize(cli::Args const& args) {
     std::printf("%-28s %8lld %8lld %12.3e %8lld\n", v.name.c_str(), static_cast<long long>(t.rows),
                 static_cast<long long>(t.failed), t.rel_err_max, static_cast<long long>(t.ulp_max));
   }
-  std::cout << "wrote " << file.path() << " (" << table.rows() << " rows)\n";
-  if (left)
-    std::cout << "incomplete: stopped by --max-minutes with about " << left
+  std::cout << "wrote " << file.path() << " (" << r.rows << " rows in this call, " << r.skips
+            << " skipped with a reason in /skipped)\n";
+  if (r.left)
+    std::cout << "incomplete: stopped by --max-minutes with " << r.left
               << " configurations left; continue with --resume " << run.resume_name(vm, file.path())
               << "\n";
   if (failures) {
     std::cout << "check finalize: FAILED, " << failures << " of the rows above\n";
     return kExitFailure;
   }
-  std::cout << "check finalize: " << (left ? "passed so far" : "passed") << " (" << measured
+  std::cout << "check finalize: " << (r.left ? "passed so far" : "passed") << " (" << r.measured
             << " configurations measured in this call)\n";
   return kExitOk;
 #endif

@@ -25,7 +25,7 @@ int reference_finalize(cli::Args const& args) {
       "scales");
   add_routing_options(desc);
   add_result_file_options(desc, "seed of the routing and (mixed) of the GEMM-output tensor",
-                          "out/reference_finalize.h5");
+                          "reference finalize");
   cli::po::variables_map vm;
   if (!cli::parse("reference finalize",
                   "[--hidden H] [--hidden-padded HP] [--tokens T] [--top-k K] [--experts E] "

@@ -18,9 +18,10 @@
 #include "experiments/finalize/cases.hpp"
 #include "experiments/finalize/grid.hpp"
 #include "experiments/finalize/sweep_estimate.hpp"
+#include "experiments/harness/bench_state.hpp"
 #include "experiments/harness/progress.hpp"
-#include "experiments/harness/shard_run.hpp"
 #include "experiments/harness/run_limit.hpp"
+#include "experiments/harness/shard_run.hpp"
 #include "experiments/harness/timing_rounds.hpp"
 #include "experiments/results/finalize_tables.hpp"
 
@@ -34,6 +35,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <set>
 
@@ -45,16 +47,16 @@ using fin::NamedVariant;
 using fin::Shape;
 
 struct SweepConfig {
-  std::vector<Shape> shapes;
   std::vector<std::string> modes, l2s;
   std::vector<NamedVariant> variants; // baselines first (fin::with_baselines)
   int rounds = 5, launches = 100;
 };
 
 /// The cost model's view of the sweep (experiments/finalize/sweep_estimate.hpp).
-fin::SweepPlan plan_of(SweepConfig const& c, int repeat_shapes, std::int64_t l2_bytes) {
+fin::SweepPlan plan_of(SweepConfig const& c, std::vector<Shape> shapes, int repeat_shapes,
+                       std::int64_t l2_bytes) {
   fin::SweepPlan p;
-  p.shapes = c.shapes;
+  p.shapes = std::move(shapes);
   p.modes = c.modes;
   p.l2s = c.l2s;
   for (auto const& v : c.variants)
@@ -67,9 +69,46 @@ fin::SweepPlan plan_of(SweepConfig const& c, int repeat_shapes, std::int64_t l2_
   return p;
 }
 
-std::string mode_key(Shape const& s, std::string const& mode, std::string const& l2,
-                     std::string const& variant) {
-  return fin::shape_key(s) + ",mode=" + mode + ",l2=" + l2 + ",variant=" + variant;
+/// The sweep's configurations: one unit per shape (H, T, K, weights), its rows every mode x L2
+/// x variant, keyed "H=..,T=..,K=..,w=..,mode=..,l2=..,variant=.." (as every file so far); each
+/// row's ratio against its variant's baseline and, for ablations, against the full kernel.
+bench::Benchmark sweep_benchmark(SweepConfig const& c, fin::GridAxes const& grid,
+                                 fin::SweepPlan const& plan) {
+  bench::Benchmark b("finalize_sweep", fin::finalize_sweep_columns(),
+                     "finalize per-launch time (us) over interleaved rounds; speedup_* = paired "
+                     "ratio baseline/variant (the baseline of the variant's registry entry: "
+                     "scalar for moefin's); ablation_* = paired ratio ablated/full kernel; bytes = "
+                     "fewest bytes a launch moves; copy_fraction = gbps / the run's device copy "
+                     "bandwidth");
+  fin::add_grid_axes(b, grid);
+  std::vector<std::string> names;
+  for (auto const& v : c.variants)
+    names.push_back(v.name);
+  b.axis(bench::string_axis("mode", c.modes, bench::Scope::kRow));
+  b.axis(bench::string_axis("l2", c.l2s, bench::Scope::kRow));
+  b.axis(bench::string_axis("variant", names, bench::Scope::kRow));
+  b.skip_if([](bench::Config const& row) -> std::string {
+    if (row.str("mode") == "b" && row.str("l2") == "cold")
+      return "mode b with cold L2 is not measured: the producer leaves gemm_out in L2";
+    Shape const s = fin::shape_of(row);
+    return fin::unsupported_reason(finalize::variant(row.str("variant"), "--variants"), s,
+                                   s.hidden);
+  });
+  b.cost([plan](bench::Config const& u, std::size_t) {
+    return fin::shape_seconds(fin::shape_of(u), plan);
+  });
+  b.timed();
+  b.ratio({"speedup_vs_scalar", "speedup_lo", "speedup_hi", "variant",
+           [](bench::Config const& row) {
+             return finalize::baseline_of(finalize::variant(row.str("variant"), "variant")).name;
+           },
+           true, 1.0});
+  b.ratio({"ablation_ratio", "ablation_lo", "ablation_hi", "variant",
+           [](bench::Config const& row) {
+             return finalize::variant(row.str("variant"), "variant").ablation_of;
+           },
+           false, std::numeric_limits<double>::quiet_NaN()});
+  return b;
 }
 
 } // namespace
@@ -103,10 +142,6 @@ class Runner {
 public:
   Runner(SweepConfig const& c, h5::ResultWriter& file, DeviceInfo const& d)
       : c_(c), file_(file), dinfo_(d), seed_(file.seed()),
-        sweep_(file.table("finalize_sweep", fin::finalize_sweep_columns(),
-                          "finalize per-launch time (us) over interleaved rounds; speedup_* = "
-                          "paired ratio scalar/variant; bytes = fewest bytes a launch moves; "
-                          "copy_fraction = gbps / the run's device copy bandwidth")),
         budget_device_(finalize::device_cta_budget()) {}
 
   void measure_copy_bandwidth() {
@@ -167,8 +202,11 @@ public:
     }
   }
 
-  /// Every mode and L2 state of one shape into `table`. Returns a one-line summary.
-  std::string measure(Shape const& s, h5::TableWriter& table) {
+  /// The body of the sweep's benchmark state: one shape, every (mode, L2) its missing rows
+  /// name, every variant of that mode timed in the same rounds (the rows already in the file
+  /// too: they are the ratios' partners).
+  void measure(bench::Unit const& u, std::vector<bench::Config> const& todo, bench::Recorder& rec) {
+    Shape const s = fin::shape_of(u.config);
     if (!pool_ || pool_->hidden() != s.hidden)
       pool_ = std::make_unique<fin::RowPool>(
           s.hidden, s.hidden, Rng::mix(seed_, static_cast<std::uint64_t>(s.hidden * 4099)));
@@ -180,23 +218,15 @@ public:
     std::vector<dev::Buffer> outs;
     for (std::size_t v = 0; v < c_.variants.size(); ++v)
       outs.emplace_back(d.out.bytes());
-
-    std::string summary = fin::shape_key(s) + ":";
+    std::string summary;
     for (auto const& mode : c_.modes)
-      for (auto const& l2 : c_.l2s) {
-        bool const b = mode == "b";
-        bool any_missing = false;
-        for (auto const& v : c_.variants)
-          any_missing = any_missing || !table.has(mode_key(s, mode, l2, v.name));
-        if (!any_missing)
-          continue;
-        if (b && l2 == "cold") {
-          note_once("mode b with cold L2 is not measured: the producer leaves gemm_out in L2");
-          continue;
-        }
-        summary += " " + measure_mode(s, host, d, pristine, outs, mode, l2, table);
-      }
-    return summary;
+      for (auto const& l2 : c_.l2s)
+        if (std::any_of(todo.begin(), todo.end(), [&](bench::Config const& r) {
+              return r.str("mode") == mode && r.str("l2") == l2;
+            }))
+          summary += (summary.empty() ? "" : " ") +
+                     measure_mode(s, host, d, pristine, outs, mode, l2, u.config, rec);
+    rec.summary(summary);
   }
 
   std::int64_t failures() const { return failures_; }
@@ -240,15 +270,22 @@ private:
 
   std::string measure_mode(Shape const& s, fin::HostCase const& host, fin::DeviceCase& d,
                            dev::Buffer const& pristine, std::vector<dev::Buffer>& outs,
-                           std::string const& mode, std::string const& l2, h5::TableWriter& table) {
+                           std::string const& mode, std::string const& l2,
+                           bench::Config const& unit, bench::Recorder& rec) {
+    auto row_of = [&](std::size_t v) {
+      return bench::Config(unit)
+          .set("mode", mode)
+          .set("l2", l2)
+          .set("variant", c_.variants[v].name);
+    };
     bool const b = mode == "b";
     bool const cold = l2 == "cold";
     int launches = c_.launches;
     ColdSets cs;
     if (cold && !make_cold(d, launches, cs)) {
-      note_once("cold L2 skipped for shapes whose inputs are too small to rotate through twice "
-                "the L2 in 4096 launches (e.g. " +
-                fin::shape_key(s) + ")");
+      for (std::size_t v = 0; v < c_.variants.size(); ++v)
+        rec.skip(row_of(v), "cold L2 needs inputs large enough to rotate through twice the L2 in "
+                            "4096 launches");
       return mode + "/cold: skipped";
     }
     std::vector<finalize::FinalizeParams> hot_params;
@@ -266,7 +303,7 @@ private:
         (void)finalize::plan(d.params, c_.variants[v].options);
         active.push_back(v);
       } catch (InputError const& e) {
-        note_once(c_.variants[v].name + " not timed on some shapes: " + e.what());
+        rec.skip(row_of(v), e.what());
       }
     }
     std::size_t const producer_bytes = d.gemm_out.bytes() / 16 * 16;
@@ -318,47 +355,26 @@ private:
     std::string line = mode + (cold ? "/cold" : "");
     for (std::size_t v = 0; v < c_.variants.size(); ++v) {
       auto const& nv = c_.variants[v];
-      std::string const key = mode_key(s, mode, l2, nv.name);
-      if (us[v].empty() || broken[v] || table.has(key))
+      if (us[v].empty() || broken[v])
         continue;
-      int const b = fin::baseline_index(c_.variants, v);
-      if (b < 0 || us[static_cast<std::size_t>(b)].empty()) {
-        note_once(nv.name + " not timed where its baseline could not run (e.g. " +
-                  fin::shape_key(s) + ")");
-        continue;
-      }
-      auto const ratio = stats::paired_ratio(us[static_cast<std::size_t>(b)], us[v]);
       double const med = stats::median(us[v]);
       double const gbps = static_cast<double>(bytes) / (med * 1e3);
-      h5::Row row = stats_row(us[v]);
-      row.set("H", s.hidden)
-          .set("T", s.tokens)
-          .set("K", s.top_k)
-          .set("weights", weight_type_name(s.weights))
-          .set("mode", mode)
-          .set("l2", l2)
-          .set("variant", nv.name)
-          .set("dispatch", dispatch)
+      bench::Measurement m;
+      m.samples = us[v];
+      m.columns.set("dispatch", dispatch)
           .set("dispatch_device", dispatch_dev)
           .set("in_regime", fin::in_regime(s.hidden, s.tokens) ? 1 : 0)
           .set("rounds", c_.rounds)
           .set("launches", launches)
-          .set("speedup_vs_scalar", ratio.ratio)
-          .set("speedup_lo", ratio.lo)
-          .set("speedup_hi", ratio.hi)
           .set("bytes", bytes)
           .set("gbps", gbps)
           .set("copy_fraction", copy_gbps_ > 0 ? gbps / copy_gbps_ : 0.0)
           .set("ctas", finalize::plan(d.params, nv.options).ctas());
-      table.append(key, row, us[v]);
+      rec.add(row_of(v), std::move(m));
       if (nv.name == "scalar" || nv.name == "small_batch") {
         char buf[64];
         std::snprintf(buf, sizeof(buf), " %s %.2fus", nv.name == "scalar" ? "sc" : "sb", med);
         line += buf;
-        if (nv.name == "small_batch") {
-          std::snprintf(buf, sizeof(buf), " x%.2f", ratio.ratio);
-          line += buf;
-        }
       }
     }
     return line;
@@ -368,7 +384,6 @@ private:
   h5::ResultWriter& file_;
   DeviceInfo const dinfo_;
   std::uint64_t const seed_;
-  h5::TableWriter sweep_;
   int const budget_device_;
   int const producer_ctas_ = budget_device_; // SMs x 8 CTAs of 256 threads: a full GPU
   dev::Stream s_;
@@ -377,9 +392,6 @@ private:
   std::unique_ptr<fin::RowPool> pool_;
   std::set<std::string> notes_;
   std::int64_t failures_ = 0;
-
-public:
-  h5::TableWriter& sweep_table() { return sweep_; }
 };
 
 } // namespace
@@ -390,7 +402,7 @@ int sweep_finalize(cli::Args const& args) {
                                     "\n\noptions");
   fin::GridFlags g;
   std::string modes, l2, variants, published;
-  std::vector<std::string> table_files;
+  std::vector<std::string> print_files;
   double max_minutes = 0;
   int rounds = 5, launches = 100, repeat_shapes = 8;
   fin::add_grid_options(desc, g);
@@ -409,22 +421,25 @@ int sweep_finalize(cli::Args const& args) {
       "after a complete grid, measure this many shapes again into /finalize_repeat (noise), 0..64")(
       "estimate", "print the rows and the expected time (model above), then exit (no GPU "
                   "needed); warns when the selection measures nothing")(
-      "table", cli::po::value(&table_files)->multitoken(),
+      "list", "print the configurations (index, estimated seconds, row keys, skipped rows with "
+              "their reason) and exit; no GPU needed")(
+      "print", cli::po::value(&print_files)->multitoken(),
       "print the seed-format tables of these result files and exit (no GPU needed)")(
       "published", cli::po::value(&published)->default_value(fin::default_published_csv()),
       "published speedups (CSV) shown beside the measured columns");
   harness::add_shard_option(desc);
-  cli::add_output_options(desc, "out/finalize_sweep.h5");
+  cli::add_result_options(desc, "sweep finalize");
   cli::po::variables_map vm;
   if (!cli::parse("sweep finalize",
                   "[--hidden LIST] [--tokens LIST|regime] [--top-k LIST] [--weights LIST] "
                   "[--modes a,b,c] [--l2 hot,cold] [--rounds R] [--launches N] [--max-minutes M] "
-                  "[--shard I/N|env] [--out FILE | --resume FILE] | --table FILE... | --estimate",
+                  "[--shard I/N|env] [--out FILE | --resume FILE] | --print FILE... | --estimate | "
+                  "--list",
                   desc, args, vm))
     return kExitOk;
 
-  if (!table_files.empty()) {
-    std::cout << fin::render_finalize_tables(table_files, published);
+  if (!print_files.empty()) {
+    std::cout << fin::render_finalize_tables(print_files, published);
     return kExitOk;
   }
   cli::check_range("--rounds", rounds, 3, 1000);
@@ -432,16 +447,23 @@ int sweep_finalize(cli::Args const& args) {
   cli::check_range("--max-minutes", max_minutes, 0.0, 1e6);
   cli::check_range("--repeat-shapes", repeat_shapes, 0, 64);
   SweepConfig c;
-  c.shapes = fin::parse_grid(g);
+  fin::GridAxes const grid = fin::parse_grid_axes(g);
   c.modes = fin::parse_choices("--modes", modes, {"a", "b", "c"});
   c.l2s = fin::parse_choices("--l2", l2, {"hot", "cold"});
   c.variants = fin::with_baselines(fin::parse_variants("--variants", variants, true));
   c.rounds = rounds;
   c.launches = launches;
-
-  // The estimate assumes this machine's GPU (its L2 decides which cold shapes are measured).
+  // The estimate assumes this machine's GPU (its L2 decides which cold shapes are measured);
+  // the same model gives each shape's cost in the benchmark state.
   DeviceInfo const here = query_device();
-  fin::SweepPlan const plan = plan_of(c, repeat_shapes, here.present ? here.l2_bytes : 0);
+  fin::SweepPlan const plan =
+      plan_of(c, fin::parse_grid(g), repeat_shapes, here.present ? here.l2_bytes : 0);
+  bench::Benchmark const bench = sweep_benchmark(c, grid, plan);
+  if (vm.count("list")) {
+    bench.list(std::cout);
+    return kExitOk;
+  }
+  std::vector<bench::Unit> const units = bench.enumerate();
   fin::SweepEstimate const estimate = fin::estimate_sweep(plan);
   std::cout << fin::estimate_text(plan, estimate);
   if (estimate.empty()) {
@@ -454,15 +476,12 @@ int sweep_finalize(cli::Args const& args) {
     }
     throw InputError(why);
   }
-  std::size_t combos = 0; // (mode, L2) pairs a shape is measured in
-  for (auto const& m : c.modes)
-    for (auto const& l : c.l2s)
-      combos += !(m == "b" && l == "cold");
-  // One configuration of the shard partition per shape: its modes, L2 states and variants run
-  // together (interleaved rounds), so they stay in one file.
+  // One configuration of the shard partition per unit of the benchmark state (a shape: its
+  // modes, L2 states and variants run together in interleaved rounds, so they stay in one
+  // file), in the units' stable order, priced by their cost estimates (fin::shape_seconds).
   std::vector<harness::PlannedConfig> planned;
-  for (auto const& s : c.shapes)
-    planned.push_back({fin::shape_key(s), fin::shape_seconds(s, plan)});
+  for (auto const& u : units)
+    planned.push_back({u.label, u.cost_s});
   std::string settings = "modes=" + modes + ";l2=" + l2 + ";variants=";
   for (auto const& v : c.variants)
     settings += v.name + " ";
@@ -483,54 +502,34 @@ int sweep_finalize(cli::Args const& args) {
   if (!dinfo.present)
     throw DeviceError("sweep finalize needs a CUDA device: " + dinfo.reason);
   std::string path;
-  std::size_t left = 0, rows = 0;
+  std::size_t left = 0, written = 0;
   std::int64_t failures = 0;
   {
     auto file = run.open(vm);
     path = file.path();
+    RunLimit const limit(max_minutes);
     Runner runner(c, file, dinfo);
     runner.measure_copy_bandwidth();
     runner.measure_launch_floor();
     run.per_shard_table(file, "copy_bandwidth"); // every GPU measures its own
     run.per_shard_table(file, "launch_floor");
-
-    RunLimit limit(max_minutes);
-    Progress progress("sweep finalize", run.mine().size());
-    double model_done = 0, real_done = 0;
-    auto& table = runner.sweep_table();
-    auto done = [&](Shape const& s, h5::TableWriter const& t) {
-      for (auto const& m : c.modes)
-        for (auto const& l : c.l2s)
-          for (auto const& v : c.variants)
-            if (!(m == "b" && l == "cold") && !t.has(mode_key(s, m, l, v.name)))
-              return false;
-      return true;
+    auto body = [&](bench::Unit const& u, std::vector<bench::Config> const& todo,
+                    bench::Recorder& rec) { runner.measure(u, todo, rec); };
+    // One limit for the grid and the repeated shapes after it.
+    auto remaining = [&] {
+      return limit.limited() ? std::max(max_minutes - limit.elapsed_s() / 60, 1e-6) : 0.0;
     };
-    auto pace = [&] { return model_done > 0 ? real_done / model_done : 1.0; };
-    for (std::size_t i : run.mine()) {
-      auto const& s = c.shapes[i];
-      if (done(s, table)) {
-        run.finished(i, static_cast<std::int64_t>(c.variants.size() * combos), 0.0);
-        progress.step(fin::shape_key(s), true);
-        continue;
-      }
-      double const model = fin::shape_seconds(s, plan);
-      if (!limit.allows(model * pace())) {
-        left = run.mine_from(i);
-        break;
-      }
-      double const t0 = limit.elapsed_s();
-      std::size_t const rows0 = table.rows();
-      std::string const line = runner.measure(s, table);
-      real_done += limit.elapsed_s() - t0;
-      model_done += model;
-      // A shape with a broken output is measured again on --resume, so not finished yet.
-      if (done(s, table))
-        run.finished(i, static_cast<std::int64_t>(table.rows() - rows0), limit.elapsed_s() - t0);
-      progress.step(line);
-    }
-    progress.finish();
-
+    bench::RunOptions ro;
+    ro.max_minutes = remaining();
+    ro.runs = [&run](bench::Unit const& u) { return run.mine(u.index); };
+    // A shape with a broken output is not complete: measured again on --resume, so not finished.
+    ro.finished = [&run](bench::Unit const& u, std::size_t rows, double seconds) {
+      run.finished(u.index, static_cast<std::int64_t>(rows), seconds);
+    };
+    auto table = file.table(bench.table(), bench.columns(), bench.description());
+    auto const r = bench.run(file, table, units, ro, body);
+    left = r.left;
+    written = r.rows;
     if (left == 0 && repeat_shapes > 0) {
       auto rep = file.table("finalize_repeat", fin::finalize_sweep_columns(),
                             "shapes of /finalize_sweep measured again at the end of the same "
@@ -538,22 +537,17 @@ int sweep_finalize(cli::Args const& args) {
       auto const& mine = run.mine(); // a shard repeats shapes of its own part
       std::size_t const m =
           std::min<std::size_t>(static_cast<std::size_t>(repeat_shapes), mine.size());
-      for (std::size_t j = 0; j < m; ++j) {
-        auto const& s = c.shapes[mine[j * mine.size() / m]];
-        if (done(s, rep))
-          continue;
-        if (!limit.allows(fin::shape_seconds(s, plan) * pace())) {
-          left = m - j;
-          break;
-        }
-        std::cerr << "[repeat " << j + 1 << "/" << m << "] " << runner.measure(s, rep) << "\n";
-      }
+      std::vector<bench::Unit> again;
+      for (std::size_t j = 0; j < m; ++j)
+        again.push_back(units[mine[j * mine.size() / m]]);
+      bench::RunOptions rep_options; // the grid's units are this shard's already
+      rep_options.max_minutes = remaining();
+      left = bench.run(file, rep, again, rep_options, body).left;
     }
-    rows = table.rows();
     failures = runner.failures();
   }
 
-  std::cout << "wrote " << path << " (" << rows << " rows in /finalize_sweep)\n";
+  std::cout << "wrote " << path << " (" << written << " rows in /finalize_sweep in this call)\n";
   if (left)
     std::cout << "incomplete: stopped by --max-minutes with " << left
               << " shapes left; continue with --resume " << run.resume_name(vm, path) << "\n";

@@ -177,17 +177,61 @@ std::string dispatch_name(Shape const& s, int budget) {
   return finalize::select(shape_params(s), o).name;
 }
 
-std::vector<Shape> parse_grid(GridFlags const& f) {
-  auto const hidden =
+GridAxes parse_grid_axes(GridFlags const& f) {
+  GridAxes g;
+  g.hidden =
       f.hidden.empty() ? grid_hidden() : cli::parse_int_list("--hidden", f.hidden, 1, 1 << 20);
-  std::vector<std::int64_t> tokens;
   if (!f.tokens.empty() && f.tokens != "regime")
-    tokens = cli::parse_int_list("--tokens", f.tokens, 1, 1 << 20);
-  auto const top_k = f.top_k.empty()
-                         ? grid_top_k()
-                         : cli::parse_int_list("--top-k", f.top_k, 1, finalize::Policy::kMaxTopK);
-  auto const weights = parse_weights("--weights", f.weights.empty() ? "bf16,fp32" : f.weights);
-  return make_shapes(hidden, tokens, top_k, weights);
+    g.tokens = cli::parse_int_list("--tokens", f.tokens, 1, 1 << 20);
+  g.top_k = f.top_k.empty()
+                ? grid_top_k()
+                : cli::parse_int_list("--top-k", f.top_k, 1, finalize::Policy::kMaxTopK);
+  g.weights = parse_weights("--weights", f.weights.empty() ? "bf16,fp32" : f.weights);
+  return g;
+}
+
+std::vector<Shape> parse_grid(GridFlags const& f) {
+  GridAxes const g = parse_grid_axes(f);
+  return make_shapes(g.hidden, g.tokens, g.top_k, g.weights);
+}
+
+void add_grid_axes(bench::Benchmark& b, GridAxes const& g) {
+  b.axis(bench::int_axis("H", g.hidden));
+  bench::Axis t = bench::int_axis("T", g.tokens);
+  if (g.tokens.empty())
+    t.from = [](bench::Config const& c) {
+      std::vector<bench::Value> v;
+      for (auto x : regime_tokens(c.num("H")))
+        v.emplace_back(x);
+      return v;
+    };
+  b.axis(t);
+  b.axis(bench::int_axis("K", g.top_k));
+  std::vector<std::string> w;
+  for (auto x : g.weights)
+    w.push_back(weight_type_name(x));
+  bench::Axis wa = bench::string_axis("weights", w);
+  wa.key_label = "w";
+  b.axis(wa);
+}
+
+Shape shape_of(bench::Config const& c) {
+  Shape s{c.num("H"), c.num("T"), c.num("K"), WeightType::kBf16};
+  if (!finalize::parse_weight_type(c.str("weights"), &s.weights))
+    throw InputError("weights '" + c.str("weights") + "' is not none, bf16 or fp32");
+  return s;
+}
+
+std::string unsupported_reason(finalize::FinalizeVariant const& v, Shape const& s,
+                               std::int64_t hidden_padded) {
+  if (v.needs_128bit_rows && (s.hidden % finalize::Policy::kVecElems != 0 ||
+                              hidden_padded % finalize::Policy::kVecElems != 0))
+    return "H=" + std::to_string(s.hidden) + " hidden_padded=" + std::to_string(hidden_padded) +
+           " is not a multiple of 8: " + v.name +
+           " reads 128-bit rows (select picks scalar; forcing it is an InputError)";
+  if (v.max_top_k > 0 && s.top_k > v.max_top_k)
+    return v.name + " supports top-K <= " + std::to_string(v.max_top_k);
+  return "";
 }
 
 void add_grid_options(cli::po::options_description& desc, GridFlags& f) {

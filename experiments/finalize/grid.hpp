@@ -3,6 +3,7 @@
 // and the peers script share: variants with their Options, weight types, shapes, row keys.
 
 #include "core/cli.hpp"
+#include "experiments/harness/bench_state.hpp"
 #include "kernels/finalize/finalize.hpp"
 
 #include <cstdint>
@@ -82,5 +83,21 @@ struct GridFlags {
 std::vector<Shape> parse_grid(GridFlags const& f);
 /// Declares those four options (defaults: the seed's grid) bound to `f`.
 void add_grid_options(cli::po::options_description& desc, GridFlags& f);
+
+/// The grid as axes of a benchmark: hidden sizes, token counts (empty: regime_tokens(H) per H),
+/// top-K values and weight types.
+struct GridAxes {
+  std::vector<std::int64_t> hidden, tokens, top_k;
+  std::vector<finalize::WeightType> weights;
+};
+GridAxes parse_grid_axes(GridFlags const& f);
+/// Unit axes H, T (from H when the grid follows the regime), K and weights (key label "w"), in
+/// the nesting of make_shapes.
+void add_grid_axes(bench::Benchmark& b, GridAxes const& g);
+/// The shape of a configuration with those axes.
+Shape shape_of(bench::Config const& c);
+/// Why `v` cannot run `s` with rows of `hidden_padded` (its declared limits), or "".
+std::string unsupported_reason(finalize::FinalizeVariant const& v, Shape const& s,
+                               std::int64_t hidden_padded);
 
 } // namespace moefin::fin

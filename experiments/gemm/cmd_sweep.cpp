@@ -90,7 +90,7 @@ int sweep_gemm(cli::Args const& args) {
   po::options_description desc("sweep gemm options");
   desc.add_options()("shapes", po::value<std::string>()->default_value("top-8,top-22,top-16"),
                      "layer shapes: top-8, top-22, top-16 or H<h>/I<i>/E<e>/top-<k>[/relu2]")(
-      "tokens", po::value<std::string>()->default_value("1-16"),
+      "tokens", po::value<std::string>()->default_value("1:16"),
       "token counts, 1..64")("gemms", po::value<std::string>()->default_value("1,2"),
                              "1 (gate/up, k = H), 2 (down, k = I)")(
       "formats", po::value<std::string>()->default_value("bf16,fp4"), "weight formats: bf16, fp4")(
@@ -113,7 +113,7 @@ int sweep_gemm(cli::Args const& args) {
       "(isolated mode, tile 16), whose time against splitk's says whether math or memory bounds "
       "it")("estimate", po::bool_switch(), "print the expected run time and exit")(
       "print", po::value<std::string>(), "print the tables of FILE and exit");
-  cli::add_output_options(desc, "gemm_sweep.h5");
+  cli::add_result_options(desc, "sweep gemm");
   po::variables_map vm;
   if (!cli::parse("sweep gemm",
                   "[--shapes S] [--tokens T] [--gemms G] [--formats F] [--variants V] [--modes M] "

@@ -9,11 +9,11 @@
 #include "core/rng.hpp"
 #include "core/stats.hpp"
 #include "experiments/commands.hpp"
-#include "experiments/finalize/grid.hpp"
 #include "experiments/finalize/cases.hpp"
-#include "experiments/harness/shard_run.hpp"
+#include "experiments/finalize/grid.hpp"
 #include "experiments/harness/progress.hpp"
 #include "experiments/harness/run_limit.hpp"
+#include "experiments/harness/shard_run.hpp"
 
 #include <unistd.h>
 
@@ -40,7 +40,7 @@ int sweep_synthetic(cli::Args const& args) {
   std::string sizes, variants;
   int samples = 5, stop_after = 0;
   double max_minutes = 0;
-  desc.add_options()("sizes", cli::po::value(&sizes)->default_value("1-24"),
+  desc.add_options()("sizes", cli::po::value(&sizes)->default_value("1:24"),
                      "axis n: list or ranges, 1..1000000 (cost estimate n x the variant's weight "
                      "ms)")("variants", cli::po::value(&variants)->default_value("base,fast,slow"),
                             "axis variant: base (weight 2), fast (1), slow (4)")(
@@ -51,7 +51,7 @@ int sweep_synthetic(cli::Args const& args) {
                                 "stop cleanly before this many minutes, by the estimates (0: no "
                                 "limit); continue with --resume");
   harness::add_shard_option(desc);
-  cli::add_output_options(desc, "out/sweep_synthetic.h5");
+  cli::add_result_options(desc, "sweep synthetic");
   cli::po::variables_map vm;
   if (!cli::parse("sweep synthetic",
                   "[--sizes LIST] [--variants LIST] [--samples N] [--stop-after N] "

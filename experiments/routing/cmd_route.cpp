@@ -14,7 +14,7 @@ int route(cli::Args const& args) {
   add_routing_options(desc);
   desc.add_options()("weights", cli::po::value<std::string>()->default_value("bf16"),
                      "bf16 | fp32: the weight type the layer uses (both are stored)");
-  add_result_file_options(desc, "seed of the routing", "out/route.h5");
+  add_result_file_options(desc, "seed of the routing", "route");
   cli::po::variables_map vm;
   if (!cli::parse("route",
                   "[--tokens T] [--experts E] [--top-k K] [--distribution D] [--zipf-s S] "

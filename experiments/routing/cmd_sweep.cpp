@@ -40,7 +40,7 @@ int sweep_routing(cli::Args const& args) {
   po::options_description desc("sweep routing options");
   desc.add_options()("shapes", po::value<std::string>()->default_value("top-8,top-22,top-16"),
                      "layer shapes: top-8, top-22, top-16 or H<h>/I<i>/E<e>/top-<k>[/relu2]")(
-      "tokens", po::value<std::string>()->default_value("1-16"), "token counts, 1..128")(
+      "tokens", po::value<std::string>()->default_value("1:16"), "token counts, 1..128")(
       "impls", po::value<std::string>()->default_value("all"),
       "routing implementations (experiments/routing/impls.cpp), comma-separated, or all")(
       "rounds", po::value<int>()->default_value(5),
@@ -51,7 +51,7 @@ int sweep_routing(cli::Args const& args) {
       "tile", po::value<std::int64_t>()->default_value(16),
       "GEMM tile rows of the layout, 1..1024")("print", po::value<std::string>(),
                                                "print the tables of FILE and exit");
-  cli::add_output_options(desc, "routing_sweep.h5");
+  cli::add_result_options(desc, "sweep routing");
   po::variables_map vm;
   if (!cli::parse("sweep routing",
                   "[--shapes S] [--tokens T] [--impls I] [--rounds R] [--launches N] "

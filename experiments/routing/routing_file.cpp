@@ -76,9 +76,9 @@ void add_routing_options(po::options_description& desc) {
 }
 
 void add_result_file_options(po::options_description& desc, std::string const& seed_help,
-                             std::string const& default_out) {
+                             std::string const& command) {
   desc.add_options()("seed", po::value<std::uint64_t>()->default_value(2026), seed_help.c_str())(
-      "out,o", po::value<std::string>()->default_value(default_out),
+      "out,o", po::value<std::string>()->default_value(cli::default_out(command)),
       "result file to create (HDF5)")("overwrite", po::bool_switch(),
                                       "replace the result file if it exists");
 }

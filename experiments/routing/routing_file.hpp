@@ -15,9 +15,10 @@ namespace moefin::cmd {
 /// --no-renormalize, --drop-fraction, --local-experts, --tile.
 void add_routing_options(cli::po::options_description& desc);
 
-/// --seed, --out (default `default_out`) and --overwrite of a command that writes one file.
+/// --seed, --out (default cli::default_out(command)) and --overwrite of a command that writes
+/// one file.
 void add_result_file_options(cli::po::options_description& desc, std::string const& seed_help,
-                             std::string const& default_out);
+                             std::string const& command);
 
 /// The spec those flags describe (validated: InputError naming the flag). --weights and --seed
 /// are the caller's (their allowed values differ between commands).

@@ -112,8 +112,8 @@ for phase in $phases; do
       grep -E "SUMMARY|Error|error|Hazard|hazard|mismatch" "/tmp/sanitize_$tool.log" | tail -8 >> "$san"
     done
     # The race's benchmark cell under racecheck: serialized, so no mismatch and no hazard.
-    cmd=(compute-sanitizer --tool racecheck "$bin" race --shape H512/I256/E32/top-6 --tokens 4
-         --presets all-early --triggers sweep --meta before --delays 25000 --iterations 8
+    cmd=(compute-sanitizer --tool racecheck "$bin" race --shapes H512/I256/E32/top-6 --tokens 4
+         --presets all-early --triggers sweep --meta before --delay-ns 25000 --iterations 8
          --seed 1 --out /tmp/sanitize_race.h5)
     rm -f /tmp/sanitize_race.h5
     echo "\$ ${cmd[*]}" >> "$san"

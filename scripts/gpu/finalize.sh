@@ -127,7 +127,7 @@ fi
 if [[ -f $sweep ]]; then
   files=("$sweep")
   [[ -f $peers ]] && files+=("$peers")
-  "$bin" sweep finalize --table "${files[@]}" >"$table" 2>&1
+  "$bin" sweep finalize --print "${files[@]}" >"$table" 2>&1
 fi
 say "done (lines starting 'incomplete' above: continue with --resume-from a copy of \$OUT)"
 ls -la "$OUT" | tee -a "$log"

@@ -30,7 +30,7 @@ step 60 sweep "$bin" sweep finalize --hidden 4096 --tokens 1,16 --top-k 8,32 --w
   --rounds 3 --launches 50 --repeat-shapes 0 --out "$res/quick_sweep.h5"
 step 60 equivalence "$bin" equivalence --shapes top-8 --tokens 1,16 --presets seed-after,all-early \
   --routings 500 --out "$res/quick_equivalence.h5"
-step 60 race "$bin" race --tokens 4 --presets all-early,seed-after --delays 0,25000 \
+step 60 race "$bin" race --tokens 4 --presets all-early,seed-after --delay-ns 0,25000 \
   --iterations 100 --out "$res/quick_race.h5"
 step 60 layer "$bin" sweep layer --shapes top-8 --tokens 1,64 --rounds 3 --out "$res/quick_layer.h5"
 say "done"

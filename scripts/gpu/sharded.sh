@@ -62,12 +62,12 @@ if ((selftest)); then
   bin=${MOEFIN_BINARY:-build/moefin}
   n=${SHARD_GPUS:-2}
   # shellcheck disable=SC2054 # commas: moefin's list syntax inside one word
-  check_args=(sweep synthetic --sizes 1-30 --variants base,slow)
+  check_args=(sweep synthetic --sizes 1:30 --variants base,slow)
   check_ref_table=synthetic_sweep
   check_axes=n,variant
-  grid_args=(sweep synthetic --sizes 1-60)
+  grid_args=(sweep synthetic --sizes 1:60)
   [[ -n ${SHARD_SELFTEST_STOP:-} ]] && grid_args+=(--stop-after "$SHARD_SELFTEST_STOP")
-  spread_args=(sweep synthetic --sizes 1-20)
+  spread_args=(sweep synthetic --sizes 1:20)
   spread_table=synthetic_sweep spread_metric=median
   single_s=""
 else

@@ -1,6 +1,6 @@
 """The seed-format table printed from the committed H200 sweep, recomputed independently.
 
-`moefin sweep finalize --table` must print, per top-K, the median and the minimum of
+`moefin sweep finalize --print` must print, per top-K, the median and the minimum of
 speedup_vs_scalar over the in-regime bf16/fp32 shapes of mode a, hot L2, variant small_batch;
 here the same statistics come straight from the HDF5 file with h5py and numpy.
 """
@@ -30,7 +30,7 @@ def test_printed_h200_column_matches_the_file(moefin):
                                        "speedup_vs_scalar")}
     sel = ((cols["mode"] == "a") & (cols["l2"] == "hot") & (cols["variant"] == "small_batch")
            & (cols["in_regime"] == 1) & np.isin(cols["weights"], ["bf16", "fp32"]))
-    out = run(moefin, "sweep", "finalize", "--table", SWEEP).stdout
+    out = run(moefin, "sweep", "finalize", "--print", SWEEP).stdout
     section = out.split("mode a (")[1].split("\n\n")[0]
     checked = 0
     for k in (1, 2, 4, 6, 8, 10, 16, 22, 32):

@@ -51,7 +51,7 @@ def test_peer_rows_are_read_by_moefin_as_extra_columns(moefin, tmp_path):
 
     shown = run(moefin, "show", path, "--table", "finalize_sweep").stdout
     assert "torch_gather" in shown
-    table = run(moefin, "sweep", "finalize", "--table", path).stdout
+    table = run(moefin, "sweep", "finalize", "--print", path).stdout
     assert "H200 (sm_90) vs torch_gather" in table
     assert "10.00x (10.00)" in table  # 30 us over 3 us
 

@@ -110,8 +110,8 @@ def files(tmp_path_factory, moefin):
 
 def test_cli_tables_of_the_merged_file_equal_those_of_the_unsplit_one(files, moefin):
     subset, merged, _ = files
-    a = run(moefin, "sweep", "finalize", "--table", subset).stdout
-    b = run(moefin, "sweep", "finalize", "--table", merged).stdout
+    a = run(moefin, "sweep", "finalize", "--print", subset).stdout
+    b = run(moefin, "sweep", "finalize", "--print", merged).stdout
     assert "noise, H200" in a  # the repeat rows were split between the shards and found again
     assert a == b
 

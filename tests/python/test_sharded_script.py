@@ -49,7 +49,7 @@ def test_every_phase_runs_and_the_merged_grid_equals_one_run(tmp_path, moefin, l
     assert sum(s["done"] for s in grid["shards"]) == grid["configurations"] == 180
     assert (summary["spread"] is not None) == (gpus > 1)
     one = tmp_path / "one.h5"
-    run(moefin, "sweep", "synthetic", "--sizes", "1-60", "--out", one)
+    run(moefin, "sweep", "synthetic", "--sizes", "1:60", "--out", one)
     ok, text = shards.same_rows(one, tmp_path / "out" / "sharded_finalize_sweep.h5",
                                 "synthetic_sweep", ["n", "variant", "median", "min"])
     assert ok, text
@@ -79,7 +79,7 @@ def test_a_grid_cut_short_resumes_in_the_next_call_from_the_returned_shards(tmp_
     summary = json.loads((tmp_path / "b" / "out" / "sharded_summary.json").read_text())
     assert summary["grid"]["merge_state"] == "complete"
     one = tmp_path / "one.h5"
-    run(moefin, "sweep", "synthetic", "--sizes", "1-60", "--out", one)
+    run(moefin, "sweep", "synthetic", "--sizes", "1:60", "--out", one)
     ok, text = shards.same_rows(one, tmp_path / "b" / "out" / "sharded_finalize_sweep.h5",
                                 "synthetic_sweep", ["n", "variant", "median", "min"])
     assert ok, text
