@@ -19,5 +19,6 @@ int equivalence(cli::Args const& args);
 int race(cli::Args const& args);
 int sweep_layer(cli::Args const& args);
 int pdl_probe(cli::Args const& args);
+int audit(cli::Args const& args);
 
 } // namespace moefin::cmd
