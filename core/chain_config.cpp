@@ -290,7 +290,9 @@ std::vector<KernelDescription> describe_chain(ChainConfig const& cfg,
   };
   // Every chain kernel waits before its first routing-dependent read (pdl_wait_point); the
   // weights and the router scores are written before the batch starts.
-  knob(Kernel::kRouting, {"scores"}, routing_out);
+  // Routing reads back the expert ids it wrote when it builds the layout (its SASS says so:
+  // test_audit).
+  knob(Kernel::kRouting, {"scores", "expert_ids"}, routing_out);
   knob(Kernel::kPermute, {"total_padded_rows", "permuted_to_token", "hidden_states"}, {"permuted"});
   knob(Kernel::kGemm1,
        {"total_padded_rows", "cta_to_expert", "permuted_to_token", "permuted", "w1"},
