@@ -7,6 +7,8 @@
 #include <boost/test/unit_test.hpp>
 
 #include "core/audit/audit.hpp"
+#include "core/audit/elf_info.hpp"
+#include "core/audit/process.hpp"
 #include "core/audit/launches.hpp"
 #include "core/audit/plan.hpp"
 #include "core/audit/report.hpp"
@@ -223,6 +225,39 @@ BOOST_AUTO_TEST_CASE(operands_of_sass_are_read) {
   BOOST_TEST(audit::arch_number("sm_100a") == 100);
   BOOST_TEST(audit::arch_number("sm_90") == 90);
   BOOST_TEST(audit::arch_number("sm_9x") == 0);
+}
+
+BOOST_AUTO_TEST_CASE(elf_attributes_read_from_the_bytes_match_cuobjdump,
+                     *utf::precondition(ToolsPresent())) {
+  auto const tools = audit::find_tools("", MOEFIN_SOURCE_DIR);
+  for (char const* name : {"pdl_cases.sm_90.cubin", "pdl_cases.sm_100a.cubin",
+                           "tma_param.sm_90.cubin", "old_arch.sm_80.cubin"}) {
+    std::string const path = input(name);
+    std::ifstream in(path, std::ios::binary);
+    std::string const bytes((std::istreambuf_iterator<char>(in)), {});
+    audit::ElfInfo const mine = audit::read_elf_info(bytes, path);
+    auto const r = audit::run_process({tools.cuobjdump, "-elf", path});
+    BOOST_TEST_REQUIRE(r.status == 0, name);
+    audit::ElfInfo const theirs = audit::parse_elf_info(r.out, path);
+    BOOST_TEST(mine.sm == theirs.sm, name);
+    BOOST_TEST(mine.kernels.size() == theirs.kernels.size(), name);
+    for (auto const& [k, t] : theirs.kernels) {
+      BOOST_TEST_REQUIRE(mine.kernels.count(k) == 1u, name << " " << k);
+      auto const& m = mine.kernels.at(k);
+      BOOST_TEST(m.params.size() == t.params.size(), name << " " << k);
+      for (std::size_t i = 0; i < std::min(m.params.size(), t.params.size()); ++i) {
+        BOOST_TEST(m.params[i].ordinal == t.params[i].ordinal, name << " " << k);
+        BOOST_TEST(m.params[i].offset == t.params[i].offset, name << " " << k);
+        BOOST_TEST(m.params[i].size == t.params[i].size, name << " " << k);
+      }
+      BOOST_TEST(m.has_param_base == t.has_param_base, name << " " << k);
+      BOOST_TEST(m.param_base == t.param_base, name << " " << k);
+      BOOST_TEST(m.param_size == t.param_size, name << " " << k);
+      BOOST_TEST(m.max_threads == t.max_threads, name << " " << k);
+      BOOST_TEST(m.constant2 == t.constant2, name << " " << k);
+    }
+  }
+  BOOST_CHECK_THROW(audit::read_elf_info("not an elf", "x"), FileError);
 }
 
 BOOST_AUTO_TEST_CASE(known_facts_of_the_test_kernels_on_sm_90, *utf::precondition(ToolsPresent())) {

@@ -223,17 +223,14 @@ Loaded load(std::vector<std::string> const& files, AuditOptions const& opt) {
       ptx_text[f] = std::move(ptx);
   });
 
-  // 2. ELF info (cheap) decides the architecture of each cubin.
+  // 2. ELF info (read from the bytes: cheap) decides the architecture of each cubin.
   std::vector<Cubin*> all;
   for (auto& v : per_input)
     for (auto& c : v)
       all.push_back(&c);
   parallel_for(all.size(), opt.jobs, [&](std::size_t i) {
     Cubin& c = *all[i];
-    ProcessResult const r = run_process({opt.tools.cuobjdump, "-elf", c.path});
-    if (r.status != 0)
-      throw FileError(c.name, "cuobjdump -elf failed: " + tool_failure(r));
-    c.elf = parse_elf_info(r.out, c.name);
+    c.elf = read_elf_info(read_file(c.path), c.name);
     c.sm = c.elf.sm;
   });
   std::vector<Cubin const*>& selected = out.selected;
@@ -374,7 +371,7 @@ AuditResult run_audit(std::vector<std::string> const& files, AuditOptions const&
   std::vector<char> applied(opt.assume.size(), 0);
   std::vector<std::vector<AuditedKernel>> slots(selected.size());
   std::size_t done = 0;
-  parallel_for(selected.size(), opt.jobs, [&](std::size_t i) {
+  parallel_for(opt.requests_only ? 0 : selected.size(), opt.jobs, [&](std::size_t i) {
     Cubin const& c = *selected[i];
     SassModule const mod = disassemble(c, opt);
     std::string const digest = sha256_file(c.path);

@@ -34,6 +34,7 @@ struct AuditOptions {
   std::vector<AssumeItem> assume;
   Layout layout;
   std::vector<KernelRequest> requests;
+  bool requests_only = false; // audit only the requested kernels (no table of every kernel)
   std::string work_dir; // scratch directory (created and removed by the caller)
   std::function<void(std::string const&)> progress;
 };

@@ -4,6 +4,7 @@
 #include "core/errors.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <cstdlib>
 #include <sstream>
 
@@ -112,6 +113,117 @@ ElfInfo parse_elf_info(std::string const& text, std::string const& origin) {
         std::unique(k.params.begin(), k.params.end(),
                     [](ParamInfo const& a, ParamInfo const& b) { return a.ordinal == b.ordinal; }),
         k.params.end());
+  }
+  return info;
+}
+
+namespace {
+
+template <class T> T load(std::string const& b, std::size_t off, std::string const& origin) {
+  if (off + sizeof(T) > b.size())
+    throw FileError(origin, "truncated CUDA ELF (offset " + std::to_string(off) + ")");
+  T v;
+  std::memcpy(&v, b.data() + off, sizeof(T));
+  return v;
+}
+
+// EIATTR codes of the records the audit reads (the same names cuobjdump -elf prints).
+constexpr unsigned char kMaxThreads = 0x05;
+constexpr unsigned char kParamCbank = 0x0a;
+constexpr unsigned char kKparamInfo = 0x17;
+constexpr unsigned char kKparamInfoV2 = 0x45;
+// Record formats: NVAL (no value), BVAL (a byte), HVAL (16 bits), SVAL (sized payload).
+constexpr unsigned char kNval = 1, kBval = 2, kHval = 3, kSval = 4;
+
+} // namespace
+
+ElfInfo read_elf_info(std::string const& b, std::string const& origin) {
+  if (b.size() < 64 || b.compare(0, 4, "\x7f" "ELF") != 0 || b[4] != 2)
+    throw FileError(origin, "not a 64-bit ELF");
+  if (load<std::uint16_t>(b, 18, origin) != 190)
+    throw FileError(origin, "not a CUDA ELF (e_machine is not EM_CUDA)");
+  ElfInfo info;
+  auto const abi = static_cast<unsigned char>(b[8]);
+  auto const flags = load<std::uint32_t>(b, 0x30, origin);
+  info.sm = static_cast<int>(abi >= 8 ? (flags >> 8) & 0xffu : flags & 0xffu);
+  auto const shoff = load<std::uint64_t>(b, 0x28, origin);
+  auto const shentsize = load<std::uint16_t>(b, 0x3a, origin);
+  auto const shnum = load<std::uint16_t>(b, 0x3c, origin);
+  auto const shstrndx = load<std::uint16_t>(b, 0x3e, origin);
+  struct Section {
+    std::uint32_t name;
+    std::uint64_t off, size;
+  };
+  std::vector<Section> secs;
+  for (std::uint16_t i = 0; i < shnum; ++i) {
+    std::size_t const o = shoff + static_cast<std::size_t>(i) * shentsize;
+    secs.push_back({load<std::uint32_t>(b, o, origin), load<std::uint64_t>(b, o + 0x18, origin),
+                    load<std::uint64_t>(b, o + 0x20, origin)});
+  }
+  if (shstrndx >= secs.size())
+    throw FileError(origin, "CUDA ELF without section names");
+  auto name_of = [&](Section const& s) {
+    std::size_t const at = secs[shstrndx].off + s.name;
+    if (at >= b.size())
+      throw FileError(origin, "CUDA ELF section name out of range");
+    return std::string(b.c_str() + at);
+  };
+  for (Section const& s : secs) {
+    std::string const n = name_of(s);
+    if (s.off + s.size > b.size())
+      throw FileError(origin, "CUDA ELF section " + n + " past the end of the file");
+    if (n.rfind(".nv.constant2.", 0) == 0) {
+      auto& c2 = info.kernels[n.substr(14)].constant2;
+      for (std::uint64_t k = 0; k + 4 <= s.size; k += 4)
+        c2.push_back(load<std::uint32_t>(b, s.off + k, origin));
+      continue;
+    }
+    if (n.rfind(".nv.info.", 0) != 0)
+      continue;
+    ElfKernelInfo& k = info.kernels[n.substr(9)];
+    std::size_t i = s.off, end = s.off + s.size;
+    while (i + 2 <= end) {
+      auto const fmt = static_cast<unsigned char>(b[i]);
+      auto const attr = static_cast<unsigned char>(b[i + 1]);
+      i += 2;
+      if (fmt == kNval || fmt == kBval || fmt == kHval) {
+        i += 2;
+        continue;
+      }
+      if (fmt != kSval)
+        throw FileError(origin, n + ": unknown attribute format " + std::to_string(fmt));
+      std::size_t const size = load<std::uint16_t>(b, i, origin);
+      i += 2;
+      std::size_t const p = i;
+      i += size;
+      if (i > end)
+        throw FileError(origin, n + ": attribute past the section's end");
+      if ((attr == kKparamInfo || attr == kKparamInfoV2) && size >= 12) {
+        ParamInfo pi;
+        pi.ordinal = load<std::uint16_t>(b, p + 4, origin);
+        pi.offset = load<std::uint16_t>(b, p + 6, origin);
+        std::uint32_t const last = load<std::uint32_t>(b, p + 8, origin);
+        pi.size = attr == kKparamInfo ? last >> 18 : last;
+        k.params.push_back(pi);
+      } else if (attr == kParamCbank && size >= 8) {
+        std::uint32_t const v = load<std::uint32_t>(b, p + 4, origin);
+        k.has_param_base = true;
+        k.param_base = v & 0xffffu;
+        k.param_size = v >> 16;
+      } else if (attr == kMaxThreads && size >= 12) {
+        k.max_threads = {load<std::uint32_t>(b, p, origin), load<std::uint32_t>(b, p + 4, origin),
+                         load<std::uint32_t>(b, p + 8, origin)};
+      }
+    }
+  }
+  for (auto& [name, k] : info.kernels) {
+    std::sort(k.params.begin(), k.params.end(),
+              [](ParamInfo const& x, ParamInfo const& y) { return x.ordinal < y.ordinal; });
+    k.params.erase(std::unique(k.params.begin(), k.params.end(),
+                               [](ParamInfo const& x, ParamInfo const& y) {
+                                 return x.ordinal == y.ordinal;
+                               }),
+                   k.params.end());
   }
   return info;
 }

@@ -36,4 +36,10 @@ struct ElfInfo {
 /// Parses `cuobjdump -elf` text of one cubin. Throws FileError naming `origin` when it is not.
 ElfInfo parse_elf_info(std::string const& text, std::string const& origin);
 
+/// Reads the same from the cubin's bytes (the .nv.info.<kernel> attribute records and the
+/// .nv.constant2.<kernel> sections of the ELF), without cuobjdump (which rejects some sm_103a
+/// cubins of the released wheel as "Invalid ELF" while nvdisasm reads them). Throws FileError
+/// naming `origin` when the bytes are not a CUDA ELF.
+ElfInfo read_elf_info(std::string const& bytes, std::string const& origin);
+
 } // namespace moefin::audit

@@ -95,8 +95,38 @@ Launches parse_launches(std::string const& text, std::string const& origin) {
     r.keys(x, ptr, {"name", "kernel", "pdl", "threads", "assume", "params", "note"});
     Launch la;
     la.name = r.str(x, "name", ptr, true);
-    la.kernel = r.str(x, "kernel", ptr, true);
     la.note = r.str(x, "note", ptr, false);
+    if (!x.contains("kernel"))
+      r.fail(ptr + "/kernel", "missing");
+    Json const& kj = x["kernel"];
+    if (kj.is_string()) {
+      la.alternatives.push_back({kj.get<std::string>(), 0});
+    } else if (kj.is_array() && !kj.empty()) {
+      for (std::size_t a = 0; a < kj.size(); ++a) {
+        std::string const ap = ptr + "/kernel/" + std::to_string(a);
+        Alternative alt;
+        if (kj[a].is_string()) {
+          alt.kernel = kj[a].get<std::string>();
+        } else if (kj[a].is_object()) {
+          r.keys(kj[a], ap, {"kernel", "threads"});
+          alt.kernel = r.str(kj[a], "kernel", ap, true);
+          if (kj[a].contains("threads")) {
+            if (!kj[a]["threads"].is_number_unsigned() || kj[a]["threads"].get<long long>() < 1 ||
+                kj[a]["threads"].get<long long>() > 1024)
+              r.fail(ap + "/threads", "not an integer in [1, 1024]");
+            alt.threads = kj[a]["threads"].get<int>();
+          }
+        } else {
+          r.fail(ap, "an alternative is a symbol or {\"kernel\", \"threads\"}");
+        }
+        if (alt.kernel.empty())
+          r.fail(ap, "empty kernel name");
+        la.alternatives.push_back(alt);
+      }
+    } else {
+      r.fail(ptr + "/kernel", "a symbol, or a non-empty list of alternatives");
+    }
+    la.kernel = la.alternatives.front().kernel;
     if (la.name.empty() || la.kernel.empty())
       r.fail(ptr, "empty name or kernel");
     if (!names.insert(la.name).second)
@@ -205,20 +235,56 @@ Launches load_launches(std::string const& path) {
   return parse_launches(ss.str(), path);
 }
 
+namespace {
+
+std::vector<Alternative> alternatives_of(Launch const& la) {
+  return la.alternatives.empty() ? std::vector<Alternative>{{la.kernel, 0}} : la.alternatives;
+}
+
+} // namespace
+
 std::vector<KernelRequest> launch_requests(Launches const& l) {
   std::vector<KernelRequest> out;
-  for (Launch const& la : l.launches) {
-    KernelRequest q;
-    q.key = l.origin + ": launch '" + la.name + "'";
-    q.kernel = la.kernel;
-    q.assume = la.assume;
-    q.threads = la.threads;
-    out.push_back(q);
-  }
+  for (Launch const& la : l.launches)
+    for (Alternative const& a : alternatives_of(la)) {
+      KernelRequest q;
+      q.key = l.origin + ": launch '" + la.name + "'";
+      q.kernel = a.kernel;
+      q.assume = la.assume;
+      q.threads = a.threads ? a.threads : la.threads;
+      out.push_back(q);
+    }
   return out;
 }
 
-Composition compose(Launches const& l, std::vector<RequestResult> const& audited) {
+std::size_t request_index(Launches const& l, std::size_t launch, std::size_t alt) {
+  std::size_t i = 0;
+  for (std::size_t k = 0; k < launch; ++k)
+    i += alternatives_of(l.launches[k]).size();
+  return i + alt;
+}
+
+std::vector<std::vector<std::string>> launch_fragment(Launches const& l, std::size_t launch,
+                                                      AuditedKernel const& k,
+                                                      std::vector<std::string>* unmapped) {
+  Launch const& la = l.launches[launch];
+  std::map<std::uint32_t, std::vector<std::string>> by_offset;
+  for (auto const& [pname, bl] : la.params) {
+    std::uint32_t off = 0, size = 0;
+    if (!k.names.resolve(pname, &off, &size))
+      throw FileError(l.origin, "launch '" + la.name + "': '" + pname +
+                                    "' is not a parameter of " + short_name(k.facts.name));
+    by_offset[off] = bl;
+  }
+  auto buffer = [&](std::uint32_t off) -> std::vector<std::string> {
+    auto it = by_offset.find(off);
+    return it == by_offset.end() ? std::vector<std::string>{} : it->second;
+  };
+  return fragment_paths(k, buffer, unmapped);
+}
+
+Composition compose(Launches const& l, std::vector<RequestResult> const& audited,
+                    std::vector<std::size_t> const& choice) {
   Composition c;
   Json j;
   j["name"] = l.name;
@@ -237,28 +303,18 @@ Composition compose(Launches const& l, std::vector<RequestResult> const& audited
   Json kernels = Json::array();
   for (std::size_t i = 0; i < l.launches.size(); ++i) {
     Launch const& la = l.launches[i];
-    AuditedKernel const& k = audited.at(i).kernel;
+    AuditedKernel const& k =
+        audited.at(request_index(l, i, choice.empty() ? 0 : choice.at(i))).kernel;
     ComposedKernel ck;
     ck.launch = la.name;
     ck.audited = &k;
-    std::map<std::uint32_t, std::vector<std::string>> by_offset;
-    for (auto const& [pname, bl] : la.params) {
-      std::uint32_t off = 0, size = 0;
-      if (!k.names.resolve(pname, &off, &size))
-        throw FileError(l.origin, "launch '" + la.name + "': '" + pname +
-                                      "' is not a parameter of " + short_name(k.facts.name));
-      by_offset[off] = bl;
-    }
-    auto buffer = [&](std::uint32_t off) -> std::vector<std::string> {
-      auto it = by_offset.find(off);
-      return it == by_offset.end() ? std::vector<std::string>{} : it->second;
-    };
+    auto const paths_of = launch_fragment(l, i, k, &ck.unmapped);
     Json kj;
     kj["name"] = la.name;
     kj["pdl"] = la.pdl;
     kj["ctas"] = 2;
     Json paths = Json::array();
-    for (auto const& p : fragment_paths(k, buffer, &ck.unmapped))
+    for (auto const& p : paths_of)
       paths.push_back(p);
     kj["paths"] = paths;
     kj["note"] = short_name(k.facts.name) + " (" + k.facts.arch +

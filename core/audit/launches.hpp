@@ -15,9 +15,16 @@
 
 namespace moefin::audit {
 
+/// One kernel a launch may run (a released GEMM's tactics are alternatives of one launch).
+struct Alternative {
+  std::string kernel; // symbol, demangled name, or unique substring
+  int threads = 0;    // threads per CTA (0: the launch's)
+};
+
 struct Launch {
   std::string name;   // the chain's kernel name
-  std::string kernel; // symbol or unique substring
+  std::string kernel; // symbol or unique substring (the first alternative)
+  std::vector<Alternative> alternatives; // every kernel it may run; {kernel} when one
   bool pdl = true;
   int threads = 0;
   std::vector<AssumeItem> assume;
@@ -50,8 +57,11 @@ struct Launches {
 Launches load_launches(std::string const& path);
 Launches parse_launches(std::string const& text, std::string const& origin);
 
-/// The kernel requests of a launches file (one per launch).
+/// The kernel requests of a launches file: one per alternative of each launch, launch by launch.
 std::vector<KernelRequest> launch_requests(Launches const& l);
+
+/// Index into launch_requests(l) of alternative `alt` of launch `launch`.
+std::size_t request_index(Launches const& l, std::size_t launch, std::size_t alt);
 
 struct ComposedKernel {
   std::string launch;
@@ -66,9 +76,17 @@ struct Composition {
 };
 
 /// The chain description: the launches in order, each kernel's paths its fragment with the
-/// parameters mapped to buffers. Throws FileError naming the launches file when a parameter
-/// name in it is not a parameter of its kernel.
-Composition compose(Launches const& l, std::vector<RequestResult> const& audited);
+/// parameters mapped to buffers; `choice[i]` picks launch i's alternative (all 0 when empty).
+/// Throws FileError naming the launches file when a parameter name in it is not a parameter of
+/// its kernel.
+Composition compose(Launches const& l, std::vector<RequestResult> const& audited,
+                    std::vector<std::size_t> const& choice = {});
+
+/// The fragment of alternative `alt` of launch `launch` in the chain's buffer names (what decides
+/// the verdict: alternatives with equal fragments are interchangeable).
+std::vector<std::vector<std::string>> launch_fragment(Launches const& l, std::size_t launch,
+                                                      AuditedKernel const& k,
+                                                      std::vector<std::string>* unmapped = nullptr);
 
 /// For a pre-wait read of `reader` (kernel index) racing or ordered against an earlier
 /// kernel `writer`: the kernel that links them by DESIGN.md section 3's rule (the first one in

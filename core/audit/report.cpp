@@ -214,7 +214,8 @@ nlohmann::ordered_json access_list(AuditedKernel const& k,
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
   for (auto const& [key, g] : agg) {
     nlohmann::ordered_json j;
-    j["param"] = g.traced ? k.names.name(g.offset) : nullptr;
+    j["param"] = g.traced ? nlohmann::ordered_json(k.names.name(g.offset))
+                          : nlohmann::ordered_json(nullptr);
     j["offset"] = g.traced ? nlohmann::ordered_json(g.offset) : nlohmann::ordered_json(nullptr);
     j["kind"] = g.kind;
     j["descriptor"] = g.descriptor;

@@ -27,20 +27,80 @@ def strip_comments(text):
     return re.sub(r"//[^\n]*", " ", text)
 
 
-def find_struct_body(text, name):
-    """The text between the braces of `struct name {` (first definition), or None."""
-    m = re.search(r"\b(?:struct|class)\s+" + re.escape(name) + r"\s*(?:final\s*)?(?::[^{;]*)?\{", text)
+def strip_template_args(name):
+    out, depth = [], 0
+    for ch in name:
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+        elif depth == 0:
+            out.append(ch)
+    return "".join(out).strip()
+
+
+def find_struct(text, qualified):
+    """(body, base short names) of `struct NAME` (template arguments and namespaces of the
+    qualified name used to find it: the first definition after `namespace <last component>`)."""
+    parts = strip_template_args(qualified).split("::")
+    name, namespaces = parts[-1], parts[:-1]
+    start = 0
+    if namespaces:
+        m = re.search(r"\bnamespace\s+(?:[\w:]*::)?" + re.escape(namespaces[-1]) + r"\s*\{", text)
+        if m:
+            start = m.end()
+    pat = re.compile(r"\b(?:struct|class)\s+" + re.escape(name) + r"\s*(?:final\s*)?(:[^{;]*)?\{")
+    m = pat.search(text, start) or pat.search(text)
     if not m:
-        return None
+        return None, []
+    bases = []
+    if m.group(1):
+        for b in split_top_level(m.group(1)[1:], ","):
+            b = re.sub(r"\b(public|private|protected|virtual)\b", "", b).strip()
+            bases.append(strip_template_args(b).split("::")[-1])
     depth, i = 1, m.end()
-    start = i
+    body_start = i
     while i < len(text) and depth:
         if text[i] == "{":
             depth += 1
         elif text[i] == "}":
             depth -= 1
         i += 1
-    return text[start:i - 1] if depth == 0 else None
+    return (text[body_start:i - 1] if depth == 0 else None), bases
+
+
+def split_top_level(s, sep):
+    out, cur, depth = [], [], 0
+    for ch in s:
+        if ch in "<([{":
+            depth += 1
+        elif ch in ">)]}":
+            depth -= 1
+        if ch == sep and depth == 0:
+            out.append("".join(cur))
+            cur = []
+            continue
+        cur.append(ch)
+    if "".join(cur).strip():
+        out.append("".join(cur))
+    return out
+
+
+def all_member_names(text, qualified, seen=None):
+    """Members of the struct and of its bases (bases first, as they are laid out)."""
+    seen = seen or set()
+    body, bases = find_struct(text, qualified)
+    if body is None:
+        return None
+    names = []
+    for b in bases:
+        if b in seen:
+            continue
+        seen.add(b)
+        inherited = all_member_names(text, b, seen)
+        if inherited:
+            names += inherited
+    return names + member_names(body)
 
 
 def top_level_statements(body):
@@ -86,12 +146,16 @@ def member_names(body):
 def program(headers, prelude, structs):
     lines = [prelude, "#include <cstddef>", "#include <cstdio>"]
     lines += ['#include "%s"' % os.path.abspath(h) for h in headers]
+    # offsetof is a macro: a type with commas (template arguments) goes through an alias.
+    for i, (qual, alias, names) in enumerate(structs):
+        lines.append("using LayoutStruct%d = %s;" % (i, qual))
     lines.append("int main() {")
-    for qual, alias, names in structs:
-        lines.append('  std::printf("S %s %%zu\\n", sizeof(%s));' % (alias, qual))
+    for i, (qual, alias, names) in enumerate(structs):
+        t = "LayoutStruct%d" % i
+        lines.append('  std::printf("S %s %%zu\\n", sizeof(%s));' % (alias, t))
         for n in names:
             lines.append('  std::printf("F %s %s %%zu %%zu\\n", offsetof(%s, %s), sizeof(((%s*)nullptr)->%s));'
-                         % (alias, n, qual, n, qual, n))
+                         % (alias, n, t, n, t, n))
     lines.append("  return 0;\n}")
     return "\n".join(lines) + "\n"
 
@@ -118,12 +182,11 @@ def main():
             sys.exit("struct_layout: %s: %s" % (h, e.strerror))
     structs = []
     for spec in args.struct:
-        qual, _, alias = spec.partition("=")
-        short = qual.split("::")[-1]
-        body = find_struct_body(text, short)
-        if body is None:
+        qual, _, alias = spec.rpartition("=") if "=" in spec.split(">")[-1] else (spec, "", "")
+        short = strip_template_args(qual).split("::")[-1]
+        names = all_member_names(text, qual)
+        if names is None:
             sys.exit("struct_layout: no definition of struct %s in %s" % (short, ", ".join(args.header)))
-        names = member_names(body)
         if not names:
             sys.exit("struct_layout: struct %s has no data members" % short)
         structs.append((qual, alias or short, names))
@@ -134,7 +197,7 @@ def main():
         exe = os.path.join(tmp, "layout")
         with open(src, "w") as f:
             f.write(program(args.header, args.prelude, structs))
-        cmd = [args.compiler, "-std=c++17", "-o", exe, src] + ["-I" + i for i in args.includes] + args.flag
+        cmd = [args.compiler, "-std=c++17", "-w", "-o", exe, src] + ["-I" + i for i in args.includes] + args.flag
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
             sys.exit("struct_layout: compiling the layout program failed (%s):\n%s" % (" ".join(cmd), r.stderr[-3000:]))
