@@ -16,7 +16,8 @@
 #include "core/h5store.hpp"
 #include "core/pdl/verifier.hpp"
 #include "experiments/audit/moefin_plan.hpp"
-#include "experiments/race_cells.hpp"
+#include "core/ops/layer_plan.hpp"
+#include "experiments/chain/race_cells.hpp"
 #include "tests/run_moefin.hpp"
 
 #include <algorithm>
@@ -161,6 +162,13 @@ void check_cases(std::string const& arch) {
     BOOST_TEST(r2.facts.waits_every_path);
     BOOST_TEST(r2.facts.wait_before_trigger);
     BOOST_TEST(r2.facts.waiting_warps == std::vector<int>{0});
+
+    auto const& rb = a["roles_barrier"];
+    BOOST_TEST(rb.facts.waiting_warps == std::vector<int>{0});
+    BOOST_TEST(names(rb, true, kRead) == (Names{"param_0", "param_1"}));
+    BOOST_TEST(audit::access_names(rb, [](audit::Access const& x) {
+                 return x.kind == kRead && x.before_any_sync;
+               }) == Names{"param_1"});
 
     auto const& f = a["runtime_flag"];
     BOOST_TEST_REQUIRE(f.facts.switches.size() == 1u);
@@ -495,7 +503,8 @@ std::function<std::vector<std::string>(std::uint32_t)> buffer_map(audit::Launch 
 /// gives it on the hand description).
 chain::CellVerdict audited_cell(chain::ChainConfig const& cfg, std::string const& variant,
                                 bool graph, audit_plan::MoefinLaunchOptions const& o = {}) {
-  audit::Launches const l = audit_plan::moefin_launches(cfg, variant, o);
+  chain::LayerPlan const plan = chain::make_layer_plan(cfg, finalize::variant(variant, "audit"));
+  audit::Launches const l = audit_plan::moefin_launches(plan, o);
   audit::Composition comp = audit::compose(l, chain_program().audit_launches(l));
   pdl::Chain c = comp.chain;
   int const n = static_cast<int>(c.kernels.size());
@@ -511,7 +520,7 @@ chain::CellVerdict audited_cell(chain::ChainConfig const& cfg, std::string const
   v.chain = r.verdict();
   v.races = r.races();
   v.pairs = r.pairs.size();
-  bool const before = chain::finalize_run(cfg, variant).metadata_before_wait;
+  bool const before = plan.finalize_meta_before_wait();
   for (char const* b : {"expanded_to_permuted", "expert_weights"})
     if (pdl::reads_verdict(c, r, fins, c.buffer_index(b), before) == pdl::Verdict::kRace)
       v.metadata = pdl::Verdict::kRace;
@@ -529,11 +538,14 @@ BOOST_AUTO_TEST_CASE(moefin_chain_kernels_agree_with_the_chain_description,
   for (chain::Preset p : chain::kAllPresets)
     for (auto const& cfg0 : race::trigger_variants(chain::preset_config(p), false))
       for (bool meta : {true, false})
-        for (char const* variant : {"small_batch", "scalar", "vecload"}) {
+        for (char const* variant : {"small_batch", "small_batch_nosplit", "small_batch_late_trigger",
+                                    "small_batch_meta_after_wait", "scalar", "vecload"}) {
           chain::ChainConfig cfg = cfg0;
           cfg.metadata_before_wait = meta;
-          audit::Launches const l = audit_plan::moefin_launches(cfg, variant);
-          auto const plan = audit_plan::moefin_plan(cfg, variant);
+          chain::LayerPlan const layer =
+              chain::make_layer_plan(cfg, finalize::variant(variant, "audit"));
+          audit::Launches const l = audit_plan::moefin_launches(layer);
+          auto const plan = audit_plan::moefin_plan(layer);
           auto const audited = chain_program().audit_launches(l);
           BOOST_TEST_REQUIRE(plan.size() == l.launches.size());
           for (std::size_t i = 0; i < plan.size(); ++i) {
@@ -555,16 +567,18 @@ BOOST_AUTO_TEST_CASE(a_mutant_that_triggers_before_its_wait_turns_the_chain_into
   // Permute is the only kernel between routing and finalize that waits before it triggers.
   chain::ChainConfig cfg = chain::preset_config(chain::Preset::kAllEarly);
   cfg.at(chain::Kernel::kPermute).trigger = Trigger::kAfterWait;
-  BOOST_TEST((chain::verify_cell(cfg, "small_batch", false).metadata == pdl::Verdict::kOrdered));
+  auto const& small_batch = finalize::variant("small_batch", "audit");
+  chain::LayerPlan const layer = chain::make_layer_plan(cfg, small_batch);
+  BOOST_TEST((chain::verify_cell(cfg, small_batch, false).metadata == pdl::Verdict::kOrdered));
   BOOST_TEST((audited_cell(cfg, "small_batch", false).metadata == pdl::Verdict::kOrdered));
   audit_plan::MoefinLaunchOptions m;
   m.permute_kernel = "moefin::permute::permute_kernel_mutant";
-  audit::Launches const l = audit_plan::moefin_launches(cfg, "small_batch", m);
+  audit::Launches const l = audit_plan::moefin_launches(layer, m);
   auto const audited = chain_program().audit_launches(l);
   audit::AuditedKernel const& mutant = audited.at(1).kernel;
   BOOST_TEST(mutant.facts.trigger_before_wait);
   BOOST_TEST(!mutant.facts.trigger_without_wait.empty());
-  auto const diff = audit::compare_plan(audit_plan::moefin_plan(cfg, "small_batch").at(1),
+  auto const diff = audit::compare_plan(audit_plan::moefin_plan(layer).at(1),
                                         audit::observe(mutant, buffer_map(l.launches[1], mutant)));
   BOOST_TEST_REQUIRE(diff.size() == 1u);
   BOOST_TEST(diff[0] == "trigger: planned after_wait, the binary entry");

@@ -24,7 +24,9 @@ char const* access_kind_name(AccessKind k) {
 
 namespace {
 
-enum class Site : std::uint8_t { kNone, kWait, kTrigger, kExit, kBarrier, kAccess };
+// kSync: any other barrier or mbarrier instruction (BAR with a count or a name, SYNCS.*): a point
+// where another thread's wait may come to order this thread.
+enum class Site : std::uint8_t { kNone, kWait, kTrigger, kExit, kBarrier, kSync, kAccess };
 
 struct MemInfo {
   bool is = false;
@@ -110,6 +112,8 @@ Site site_of(Instr const& ins, int context) {
     return Site::kExit;
   if (full_barrier(ins))
     return Site::kBarrier;
+  if (ins.op == "BAR" || ins.op.rfind("SYNCS", 0) == 0)
+    return Site::kSync;
   if (mem_info(ins).is)
     return Site::kAccess;
   return Site::kNone;
@@ -132,6 +136,7 @@ struct Pass {
   Dataflow df;
   std::vector<std::vector<SiteRec>> sites; // per node
   std::vector<char> mnw, mw, mt;           // flags entering each node
+  std::vector<char> mns; // may not have waited nor passed any barrier (entering each node)
   std::vector<long long> last_barrier;     // per node entry: -2 undef, -1 none, else site id
 
   Pass(Cfg const& c, Environment const& env) : cfg(c), df(run_dataflow(c, env)) {
@@ -188,10 +193,12 @@ struct Pass {
     mnw.assign(n, 0);
     mw.assign(n, 0);
     mt.assign(n, 0);
+    mns.assign(n, 0);
     last_barrier.assign(n, -2);
     if (n == 0 || !df.reachable(0))
       return;
     mnw[0] = 1;
+    mns[0] = 1;
     last_barrier[0] = -1;
     std::deque<std::size_t> work = {0};
     std::vector<char> queued(n, 0);
@@ -200,12 +207,12 @@ struct Pass {
       std::size_t const id = work.front();
       work.pop_front();
       queued[id] = 0;
-      char a = mnw[id], b = mw[id], c = mt[id];
+      char a = mnw[id], b = mw[id], c = mt[id], d = mns[id];
       long long lb = last_barrier[id];
       for (SiteRec const& r : sites[id]) {
         if (r.site == Site::kWait) {
           if (must(r.guard))
-            a = 0;
+            a = d = 0;
           if (may(r.guard))
             b = 1;
         } else if (r.site == Site::kTrigger && may(r.guard)) {
@@ -215,6 +222,10 @@ struct Pass {
             lb = site_id(id, r.index - cfg.nodes[id].begin);
           else if (may(r.guard))
             lb = -1;
+          if (must(r.guard))
+            d = 0;
+        } else if (r.site == Site::kSync && must(r.guard)) {
+          d = 0;
         }
       }
       Node const& nd = cfg.nodes[id];
@@ -233,6 +244,10 @@ struct Pass {
         }
         if (c && !mt[to]) {
           mt[to] = 1;
+          changed = true;
+        }
+        if (d && !mns[to]) {
+          mns[to] = 1;
           changed = true;
         }
         long long const old = last_barrier[to];
@@ -644,13 +659,17 @@ KernelFacts analyze_kernel(SassModule const& module, SassFunction const& kernel,
       if (!p.df.reachable(static_cast<int>(id)))
         continue;
       Node const& nd = cfg.nodes[id];
-      char a = p.mnw[id], b = p.mw[id], c = p.mt[id];
+      char a = p.mnw[id], b = p.mw[id], c = p.mt[id], d = p.mns[id];
       for (SiteRec const& r : p.sites[id]) {
         if (r.site == Site::kWait) {
           if (Pass::must(r.guard))
-            a = 0;
+            a = d = 0;
           if (Pass::may(r.guard))
             b = 1;
+          continue;
+        }
+        if ((r.site == Site::kBarrier || r.site == Site::kSync) && Pass::must(r.guard)) {
+          d = 0;
           continue;
         }
         if (r.site == Site::kTrigger) {
@@ -684,6 +703,7 @@ KernelFacts analyze_kernel(SassModule const& module, SassFunction const& kernel,
             if (std::find(x.params.begin(), x.params.end(), origin.orig[k]) == x.params.end())
               x.params.push_back(origin.orig[k]);
         x.before_wait = x.before_wait || a;
+        x.before_any_sync = x.before_any_sync || d;
         x.after_wait = x.after_wait || !a || b;
         bool late = c != 0;
         if (!late) {

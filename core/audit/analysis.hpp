@@ -35,6 +35,9 @@ struct Access {
   bool many = false;                 // derives from more parameters than are tracked
   std::vector<std::uint32_t> params; // parameter offsets it derives from; empty: not traced
   bool before_wait = false;          // may run before the executing thread waited
+  // ... and before it passed any barrier: no other thread's wait can order it (a read in a warp
+  // that never waits may still follow a barrier after another warp's wait: before_wait only).
+  bool before_any_sync = false;
   bool after_wait = false;           // may run after it
   bool after_trigger = false; // may run after the CTA triggered (its own thread or another's)
 };

@@ -6,7 +6,7 @@
 #include "core/audit/report.hpp"
 #include "core/audit/sass.hpp"
 #include "core/audit/sha256.hpp"
-#include "core/errors.hpp"
+#include "core/ops/errors.hpp"
 
 #include <algorithm>
 #include <cctype>

@@ -1,7 +1,7 @@
 #include "core/audit/launches.hpp"
 
 #include "core/audit/report.hpp"
-#include "core/errors.hpp"
+#include "core/ops/errors.hpp"
 
 #include <nlohmann/json.hpp>
 

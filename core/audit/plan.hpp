@@ -1,8 +1,8 @@
 #pragma once
 // The comparison of a chain description's kernel (what the verifier is told) with what the audit
 // found in that kernel's binary. The description side is a small plain struct, so that any
-// description (today chain::describe_chain, a layer plan tomorrow) can be re-pointed at it by an
-// adapter (experiments/audit/moefin_plan.hpp).
+// description can be pointed at it by an adapter (moefin's layer plan:
+// experiments/audit/moefin_plan.hpp).
 
 #include "core/audit/audit.hpp"
 
@@ -15,6 +15,7 @@ namespace moefin::audit {
 /// One kernel as a chain description has it.
 struct PlannedKernel {
   std::string name;
+  std::string impl;    // the implementation the description names (which binary is audited)
   std::string trigger; // "entry", "after_wait", "after_writes", "exit"
   bool waits = true;   // every path waits
   std::vector<std::string> reads_before_wait;

@@ -185,7 +185,8 @@ nlohmann::ordered_json access_list(AuditedKernel const& k,
   // One entry per (parameter, kind): where it may run, and the instructions.
   struct Agg {
     std::string kind;
-    bool descriptor = false, before = false, after = false, late = false, guarded = false;
+    bool descriptor = false, before = false, unsynced = false, after = false, late = false;
+    bool guarded = false;
     std::vector<std::string> addrs;
     std::uint32_t offset = 0;
     bool traced = true;
@@ -204,6 +205,7 @@ nlohmann::ordered_json access_list(AuditedKernel const& k,
       g.traced = p >= 0;
       g.descriptor = g.descriptor || a.descriptor;
       g.before = g.before || a.before_wait;
+      g.unsynced = g.unsynced || a.before_any_sync;
       g.after = g.after || a.after_wait;
       g.late = g.late || a.after_trigger;
       g.guarded = g.guarded || a.guarded;
@@ -220,6 +222,7 @@ nlohmann::ordered_json access_list(AuditedKernel const& k,
     j["kind"] = g.kind;
     j["descriptor"] = g.descriptor;
     j["before_wait"] = g.before;
+    j["before_any_sync"] = g.unsynced;
     j["after_wait"] = g.after;
     j["after_trigger"] = g.late;
     j["predicated"] = g.guarded;

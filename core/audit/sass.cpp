@@ -1,7 +1,7 @@
 #include "core/audit/sass.hpp"
 
 #include "core/audit/text.hpp"
-#include "core/errors.hpp"
+#include "core/ops/errors.hpp"
 
 #include <algorithm>
 #include <cctype>

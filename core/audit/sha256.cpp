@@ -1,6 +1,6 @@
 #include "core/audit/sha256.hpp"
 
-#include "core/errors.hpp"
+#include "core/ops/errors.hpp"
 
 #include <array>
 #include <cstdint>

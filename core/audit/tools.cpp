@@ -1,7 +1,7 @@
 #include "core/audit/tools.hpp"
 
 #include "core/audit/process.hpp"
-#include "core/errors.hpp"
+#include "core/ops/errors.hpp"
 
 #include <cstdlib>
 #include <filesystem>

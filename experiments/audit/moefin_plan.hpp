@@ -1,14 +1,17 @@
 #pragma once
 // moefin's own chain for the audit: the kernels ChainRunner (kernels/chain/chain.cu) launches for
-// one layer under a configuration, as a launches file (symbols, PDL attributes, the knob values
-// as parameter values, which parameters name which buffer), and the chain description the
-// verifier uses for the same configuration (chain::describe_chain) as the audit's plan.
-// The description side goes through two functions only (moefin_plan, and the buffer names of
-// chain::layer_buffer_names), so that a new description of the layer can replace it here.
+// one layer, as a launches file (symbols, PDL attributes, the knob values as parameter values,
+// which parameters name which buffer), and the layer plan the verifier uses for the same
+// configuration (chain::make_layer_plan) as the audit's plan. Both come from the plan: each
+// launch's kernel is the symbol of its KernelPlan::impl (an implementation this file does not
+// know is an error), its knob values are the plan's resolved trigger and finalize's metadata
+// placement.
 
 #include "core/audit/launches.hpp"
 #include "core/audit/plan.hpp"
-#include "core/chain_config.hpp"
+#include "core/chain/verifier_chain.hpp"
+#include "core/ops/finalize_variants.hpp"
+#include "core/ops/layer_plan.hpp"
 
 #include <string>
 #include <vector>
@@ -21,17 +24,15 @@ struct MoefinLaunchOptions {
   std::int64_t top_k = 8;   // vecload's unroll (4, 2 or 1: whichever divides K)
   bool swiglu = true;       // activation_kernel<kSwiGlu> or <kRelu2>
   int iterations = chain::kVerifierIterations;
-  bool checksum = true; // the checked runner: each layer ends in the checksum kernel
+  bool checksum = true;     // the checked runner: each layer ends in the checksum kernel
   std::string permute_kernel = "moefin::permute::permute_kernel"; // a mutant replaces it
 };
 
-/// The launches of `iterations` layers of `cfg` with finalize as `variant` runs it.
-audit::Launches moefin_launches(chain::ChainConfig const& cfg, std::string const& variant,
-                                MoefinLaunchOptions const& o = {});
+/// The launches of `o.iterations` layers of `plan` (make_layer_plan of the run's configuration).
+audit::Launches moefin_launches(chain::LayerPlan const& plan, MoefinLaunchOptions const& o = {});
 
-/// chain::describe_chain(cfg, variant) as the audit's plan, kernel by kernel (same order as
-/// moefin_launches' launches of one layer).
-std::vector<audit::PlannedKernel> moefin_plan(chain::ChainConfig const& cfg,
-                                              std::string const& variant);
+/// The plan's kernels as the audit's plan, in the order of moefin_launches' launches of one
+/// layer (the checksum kernel last when `checksum`).
+std::vector<audit::PlannedKernel> moefin_plan(chain::LayerPlan const& plan, bool checksum = true);
 
 } // namespace moefin::audit_plan

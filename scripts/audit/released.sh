@@ -12,9 +12,11 @@
 #      grouped by threads per CTA (flashinferMetaInfo.h), and of the compiled kernels;
 #   5. the launches file of the released flow (released_launches.py) and moefin audit --chain:
 #      the verdict for every choice of GEMM1 and GEMM2 tactic.
-# Writes into OUTDIR (default out/audit/released): facts JSON, logs, and data/audit/'s files
-# (scripts/audit/released_summary.py). Takes about 15 minutes on 2 cores the first time (the
-# released sources compile for about 8 of them; cached after), then under 10 for the audit.
+# Writes into OUTDIR (default out/audit/released): facts JSON and logs; then data/audit/
+# released_nvfp4_launches.json and released_audit.h5 (scripts/audit/released_summary.py).
+# Cost on 2 cores: compiling the released sources takes about 25 minutes of CPU time the first
+# time (the routing block file dominates; the cubins are kept in OUTDIR/cubins and reused), the
+# audit about 8 minutes of CPU time (GEMM cubins in MOEFIN_JOBS parallel nvdisasm processes).
 # Usage: scripts/audit/released.sh [OUTDIR]      (MOEFIN_BUILD_DIR: the moefin build, default build)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -114,8 +116,9 @@ python3 $layout --header "$bmm/include/trtllmGen_bmm_export/KernelParamsDecl.h" 
 python3 $layout --compiler "$nvcc" "${inc[@]}" --flag=--expt-relaxed-constexpr --flag=-w \
   --header "$data/include/flashinfer/trtllm/fused_moe/DevKernel.h" \
   --header "$data/include/flashinfer/trtllm/fused_moe/RoutingKernel.h" \
+  --header "$data/include/flashinfer/trtllm/fused_moe/RoutingCustomPolicy.cuh" \
   --struct 'moe::dev::finalize::KernelParams<cutlass::bfloat16_t, cutlass::bfloat16_t, 4, false, true>=FinalizeParams' \
-  --struct 'moe::dev::routing::routingCustom::KernelParams<float, cutlass::bfloat16_t, 256, 8, moe::dev::routing::routingCustom::DefaultExpertSelect>=RoutingParams' \
+  --struct 'moe::dev::routing::routingCustom::KernelParams<float, __nv_bfloat16, 256, 8, moe::dev::routing::TopKExpertSelect<moe::dev::routing::NoOpPreprocess, moe::dev::routing::SoftmaxPostprocess>>=RoutingParams' \
   --kernel 3dev8finalize=params:FinalizeParams --kernel routingIndices=params:RoutingParams \
   --source "flashinfer-python $py_version DevKernel.h, RoutingKernel.h" \
   --out "$out/layouts/dev_kernel_params.json"
@@ -151,7 +154,8 @@ set +e
 chain_status=${PIPESTATUS[0]}
 set -e
 say "chain: exit $chain_status"
-python3 scripts/audit/released_summary.py --out data/audit --work "$out" \
-  --python-version "$py_version" --cubin-version "$cubin_version" --bmm "$bmm" \
-  --gemm-seconds "$gemm_seconds" --moefin "$moefin"
-say "done: data/audit/ updated (see README, The released chain)"
+"${PYTHON:-.venv/bin/python}" scripts/audit/released_summary.py --out data/audit/released_audit.h5 \
+  --work "$out" --launches data/audit/released_nvfp4_launches.json --python-version "$py_version" \
+  --cubin-version "$cubin_version" --bmm "$bmm" --gemm-seconds "$gemm_seconds" --nvcc "$nvcc" \
+  --compile-command "nvcc -cubin -arch=ARCH -std=c++17 --expt-relaxed-constexpr -w (include path: scripts/audit/released.sh) SOURCE"
+say "done: data/audit/released_audit.h5 (moefin show data/audit/released_audit.h5 --table released_chain)"

@@ -15,9 +15,12 @@ import os
 import re
 import sys
 
+# Renormalize routing (top-K, then softmax over the K) of float scores, 256 experts, top 8: the
+# one-CTA block kernel of the small-batch regime.
 ROUTING = ("moe::dev::routing::routingCustom::routingIndicesBlockKernel<moe::dev::routing::"
-           "routingCustom::KernelParams<float, cutlass::bfloat16_t, 256, 8, "
-           "moe::dev::routing::routingCustom::DefaultExpertSelect> >")
+           "routingCustom::KernelParams<float, __nv_bfloat16, 256, 8, "
+           "moe::dev::routing::TopKExpertSelect<moe::dev::routing::NoOpPreprocess, "
+           "moe::dev::routing::SoftmaxPostprocess> > >")
 FINALIZE = ("moe::dev::finalize::finalizeKernelSmallBatch<moe::dev::finalize::KernelParams<"
             "cutlass::bfloat16_t, cutlass::bfloat16_t, 4, false, true> >")
 

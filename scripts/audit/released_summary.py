@@ -1,147 +1,223 @@
 #!/usr/bin/env python3
-"""data/audit/ from a run of scripts/audit/released.sh: the facts of every audited released
-kernel and cubin (with the package versions and each cubin's sha256) and the chain's verdict
-for every choice of GEMM tactics. Small files: one summary record per kernel."""
+"""data/audit/released_audit.h5 from a run of scripts/audit/released.sh: the facts of every
+audited NVFP4 batched-GEMM cubin and every compiled released kernel (with the package versions,
+tool versions and each cubin's sha256), and the chain's verdict over every choice of GEMM tactics.
+
+A moefin result file (schema moefin-results/1, data/README.md): `moefin show FILE` lists it,
+`moefin show FILE --table released_gemm` (released_kernels, released_chain,
+released_chain_racing) prints a table as CSV."""
 import argparse
 import datetime
 import glob
-import hashlib
 import json
 import os
+import pathlib
 import subprocess
 import sys
 
+import h5py
+import numpy as np
 
-def names(entries):
-    return sorted({e["param"] or "(untraced)" for e in entries})
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "experiments" / "finalize"))
+import peers_torch  # noqa: E402  (the moefin-results/1 root attributes of a file not from moefin)
+
+# The GEMMs' KernelParams fields that point to buffers the released routing writes
+# (released_launches.py maps them; trtllm_fused_moe_runner.cu passes them).
+ROUTING_OUTPUTS = ("params.ptrRouteMap", "params.ptrNumNonExitingCtas",
+                   "params.ptrTotalNumPaddedTokens", "params.ptrCtaIdxXyToBatchIdx",
+                   "params.ptrCtaIdxXyToMnLimit")
 
 
-def record(k):
+def names(entries, pick=lambda a: True):
+    return sorted({e["param"] or "(untraced)" for e in entries if pick(e)})
+
+
+def joined(v):
+    return ";".join(v)
+
+
+def facts_columns(k):
+    pre = k["pre_wait"]
+    reads = [a for a in pre if a["kind"] != "write"]
+    routing = [a for a in reads if a["param"] in ROUTING_OUTPUTS]
     return {
-        "kernel": k["name"],
-        "cubin": os.path.basename(k["cubin"]),
-        "sha256": k["sha256"],
-        "arch": k["arch"],
-        "threads": 32 * k["warps"] if k["warps"] else None,
-        "waits_every_path": k["waits_every_path"],
-        "wait_before_trigger": k["wait_before_trigger"],
+        "waits_every_path": int(k["waits_every_path"]),
+        "wait_before_trigger": int(k["wait_before_trigger"]),
         "trigger": k["trigger"],
-        "waiting_warps": k["waiting_warps"],
-        "pre_wait_reads": names([a for a in k["pre_wait"] if a["kind"] != "write"]),
-        "pre_wait_writes": names([a for a in k["pre_wait"] if a["kind"] != "read"]),
-        "post_trigger_writes": names(k["post_trigger_writes"]),
-        "switches": [s["param"] + " " + s["test"] + " (" + s["decided_by"] + ")"
-                     for s in k["switches"]],
+        "warps": int(k["warps"] or 0),
+        "waiting_warps": " ".join(str(w) for w in k["waiting_warps"]),
+        "pre_wait_reads": joined(names(reads)),
+        "pre_wait_writes": joined(names([a for a in pre if a["kind"] != "read"])),
+        "post_trigger_writes": joined(names(k["post_trigger_writes"])),
+        "switches": joined(s["param"] + " " + s["test"] + " (" + s["decided_by"] + ")"
+                           for s in k["switches"]),
+        "routing_reads_before_wait": joined(names(routing)),
+        "routing_reads_before_any_sync": joined(names(routing, lambda a: a["before_any_sync"])),
+        "routing_read_instructions": joined(
+            sorted({i for a in routing for i in a["instructions"]})),
     }
 
 
-def provenance(args):
-    commit = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True,
-                            text=True).stdout.strip()
-    dirty = subprocess.run(["git", "diff", "--quiet", "HEAD", "--"]).returncode != 0
-    tools = {}
-    for f in glob.glob(os.path.join(args.work, "gemm_facts_*.json"))[:1]:
-        tools = json.load(open(f))["tools"]
-    return {
-        "packages": {"flashinfer-python": args.python_version,
-                     "flashinfer-cubin": args.cubin_version},
-        "tools": {"cuobjdump": tools.get("cuobjdump", ""), "nvdisasm": tools.get("nvdisasm", "")},
-        "moefin_commit": commit + ("-dirty" if dirty else ""),
-        "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "written_by": "scripts/audit/released.sh (scripts/audit/released_summary.py)",
-    }
+def write_table(f, group, description, rows):
+    """A kind "table" group (data/README.md): key, sample_offset, sample_count, then the row
+    dicts' columns in their order (int -> int64, str -> fixed string of the longest value)."""
+    cols = list(rows[0].keys())
+    fields = [("key", "S160"), ("sample_offset", "<i8"), ("sample_count", "<i8")]
+    for c in cols:
+        if c == "key":
+            continue
+        if isinstance(rows[0][c], str):
+            n = max(1, max(len(r[c].encode()) for r in rows)) + 1
+            fields.append((c, "S%d" % n))
+        else:
+            fields.append((c, "<i8"))
+    dt = np.dtype(fields)
+    a = np.zeros(len(rows), dtype=dt)
+    keys = set()
+    for i, r in enumerate(rows):
+        if r["key"] in keys or len(r["key"].encode()) >= 160:
+            sys.exit("released_summary: %s: bad or duplicate key %s" % (group, r["key"]))
+        keys.add(r["key"])
+        for c in cols:
+            a[i][c] = r[c].encode() if isinstance(r[c], str) else r[c]
+    g = f.create_group(group)
+    g.attrs["kind"] = "table"
+    g.attrs["experiment"] = group
+    g.attrs["description"] = description
+    g.create_dataset("table", data=a, maxshape=(None,), chunks=(max(1, min(len(rows), 256)),))
+    g.create_dataset("samples", shape=(0,), maxshape=(None,), chunks=(1024,), dtype="<f8")
+
+
+def tool_line(path, flag="--version"):
+    try:
+        out = subprocess.run([path, flag], capture_output=True, text=True, timeout=60).stdout
+        return [l for l in out.splitlines() if l.strip()][-1]
+    except (OSError, IndexError, subprocess.SubprocessError):
+        return "unknown"
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--work", required=True)
+    ap.add_argument("--out", required=True, help="the HDF5 file to write (replaced)")
+    ap.add_argument("--work", required=True, help="released.sh's OUTDIR")
+    ap.add_argument("--launches", required=True)
     ap.add_argument("--python-version", required=True)
     ap.add_argument("--cubin-version", required=True)
-    ap.add_argument("--bmm", required=True)
+    ap.add_argument("--bmm", required=True, help="the batched_gemm-* directory audited")
     ap.add_argument("--gemm-seconds", type=float, default=0)
-    ap.add_argument("--moefin", default="build/moefin")
+    ap.add_argument("--nvcc", default="nvcc")
+    ap.add_argument("--compile-command", default="")
     args = ap.parse_args()
-    os.makedirs(args.out, exist_ok=True)
-    prov = provenance(args)
 
-    # Every NVFP4 GEMM cubin; the wheel's checksums.txt must agree with the audited bytes.
     shipped = {}
     cks = os.path.join(args.bmm, "checksums.txt")
     if os.path.exists(cks):
         for line in open(cks):
             parts = line.split()
             if len(parts) == 2:
-                shipped[parts[1]] = parts[0]
-    gemms, seconds, cubins = [], 0.0, 0
+                shipped[os.path.basename(parts[1])] = parts[0]
+    launches = json.load(open(args.launches))
+    role = {}
+    for la in launches["launches"]:
+        if isinstance(la["kernel"], list):
+            for alt in la["kernel"]:
+                role[alt["kernel"]] = la["name"]
+
+    # Every NVFP4 GEMM cubin (each holds its kernel and a GetSmemSize helper entry, which
+    # returns the kernel's shared-memory size and has no PDL instruction).
+    gemm, seconds, tools = [], 0.0, {}
     for f in sorted(glob.glob(os.path.join(args.work, "gemm_facts_*.json"))):
         j = json.load(open(f))
         seconds += j["seconds"]
-        cubins += j["cubins"]
+        tools = j["tools"]
         for k in j["kernels"]:
             if k["name"].endswith("GetSmemSize"):
-                continue  # the helper entry every cubin has (returns its shared-memory size)
-            r = record(k)
-            r["checksum_matches_wheel"] = shipped.get(r["cubin"]) == r["sha256"]
-            gemms.append(r)
-    gemms.sort(key=lambda r: r["cubin"])
-    counts = {
-        "cubins": len(gemms),
-        "wait_before_trigger": sum(r["wait_before_trigger"] for r in gemms),
-        "waits_every_path": sum(r["waits_every_path"] for r in gemms),
-        "trigger_before_wait": sum(r["trigger"] == "before the wait" for r in gemms),
-        "no_explicit_trigger": sum(r["trigger"] == "none (implicit at exit)" for r in gemms),
-        "checksums_match_wheel": sum(r["checksum_matches_wheel"] for r in gemms),
-    }
-    pre = {}
-    for r in gemms:
-        for p in r["pre_wait_reads"]:
-            pre[p] = pre.get(p, 0) + 1
-    counts["pre_wait_reads_by_parameter"] = dict(sorted(pre.items(), key=lambda x: -x[1]))
-    with open(os.path.join(args.out, "released_gemm_facts.json"), "w") as f:
-        json.dump({"provenance": prov,
-                   "audit": {"cubins": cubins, "seconds": round(seconds, 1),
-                             "wall_seconds_of_the_step": args.gemm_seconds},
-                   "counts": counts, "cubins": gemms}, f, indent=1)
-        f.write("\n")
+                continue
+            cubin = os.path.basename(k["cubin"])
+            r = {"key": k["sha256"], "cubin": cubin,
+                 "wheel_checksum_ok": int(shipped.get(cubin) == k["sha256"]),
+                 "threads": 32 * int(k["warps"] or 0),
+                 "flow_launch": role.get(k["name"], "none")}
+            r.update(facts_columns(k))
+            gemm.append(r)
+    if not gemm:
+        sys.exit("released_summary: no GEMM facts in %s" % args.work)
+    gemm.sort(key=lambda r: r["cubin"])
 
-    # The compiled released kernels (routing block kernels, dev kernels), both architectures.
     kernels = []
     for f in sorted(glob.glob(os.path.join(args.work, "kernels_*.json"))):
-        for k in json.load(open(f))["kernels"]:
-            r = record(k)
-            r["short_name"] = k["short_name"]
+        for i, k in enumerate(json.load(open(f))["kernels"]):
+            r = {"key": "%s,%s,%d" % (k["arch"], os.path.basename(k["cubin"]).split(".")[0], i),
+                 "arch": k["arch"], "cubin": os.path.basename(k["cubin"]),
+                 "cubin_sha256": k["sha256"], "kernel": k["short_name"],
+                 "symbol": k["name"]}
+            r.update(facts_columns(k))
             kernels.append(r)
-    with open(os.path.join(args.out, "released_kernels.json"), "w") as f:
-        json.dump({"provenance": prov, "compiled_from": "flashinfer-python %s csrc/fused_moe/"
-                   "trtllm_backend/{trtllm_fused_moe_dev_kernel.cu,trtllm_fused_moe_routing_"
-                   "custom_block.cu} with nvcc -cubin for sm_100a and sm_90 "
-                   "(scripts/audit/released.sh)" % args.python_version,
-                   "kernels": kernels}, f, indent=1)
-        f.write("\n")
 
-    # The chain.
     chain = json.load(open(os.path.join(args.work, "chain.json")))
-    launch_facts = {}
-    for k in chain.get("launches", []):
-        launch_facts.setdefault(k["name"], record(k))
-    out = {"provenance": prov,
-           "launches_file": "data/audit/released_nvfp4_launches.json",
-           "choices": chain.get("choices", 1),
-           "distinct_chains": chain.get("distinct_chains", 1),
-           "checks": chain.get("checks", []),
-           "verdicts": chain.get("verdicts", {}),
-           "fragment_classes": [
-               {"launch": l["launch"],
-                "classes": [{"fragment": c["fragment"], "count": len(c["kernels"]),
-                             "kernels": c["kernels"]} for c in l["classes"]]}
-               for l in chain.get("fragment_classes", [])]}
-    with open(os.path.join(args.out, "released_chain.json"), "w") as f:
-        json.dump(out, f, indent=1)
-        f.write("\n")
-    print("released_summary: %d GEMM cubins (%d wait before they trigger), %d compiled kernels, "
-          "%d tactic choices" % (len(gemms), counts["wait_before_trigger"], len(kernels),
-                                 out["choices"]))
+    choices = int(chain["choices"])
+    checks, racing = [], []
+    for c in chain["checks"]:
+        for outcome, count in c["outcomes"].items():
+            checks.append({"key": "%s: %s" % (c["check"], outcome)[:150], "check": c["check"],
+                           "outcome": outcome, "choices": int(count), "of": choices})
+        for launch, alts in c["racing_alternatives"].items():
+            for a in alts:
+                racing.append({"key": "%s|%s|%d" % (c["check"][:60], launch, len(racing)),
+                               "check": c["check"], "launch": launch, "tactic": a})
+    for v, count in chain["verdicts"].items():
+        checks.append({"key": "whole chain: %s" % v, "check": "whole chain", "outcome": v,
+                       "choices": int(count), "of": choices})
+
+    prov = peers_torch.provenance(0)
+    prov.update({
+        "moefin_version": "scripts/audit/released.sh",
+        "command_line": " ".join(["released_summary.py"] + sys.argv[1:]),
+        "seed": "none",
+        "compiler": "none",
+        "cuda_compiler_version": tool_line(args.nvcc),
+        "cuda_architectures": "sm_100a,sm_90 (compiled released kernels); sm_100f (GEMM cubins)",
+        "gpu_note": "no GPU: facts read from the binaries",
+        "flashinfer_python_version": args.python_version,
+        "flashinfer_cubin_version": args.cubin_version,
+        "batched_gemm_dir": os.path.relpath(args.bmm, os.path.dirname(os.path.dirname(
+            os.path.dirname(args.bmm)))),
+        "cuobjdump_version": tools.get("cuobjdump", "unknown"),
+        "nvdisasm_version": tools.get("nvdisasm", "unknown"),
+        "released_compile_command": args.compile_command,
+        "launches_file": os.path.relpath(args.launches, ROOT),
+        "gemm_cubins": str(len(gemm)),
+        "gemm_audit_seconds": "%.1f" % seconds,
+        "gemm_audit_wall_seconds": "%.0f" % args.gemm_seconds,
+        "chain_choices": str(choices),
+        "chain_distinct": str(chain["distinct_chains"]),
+    })
+    tmp = args.out + ".tmp"
+    with h5py.File(tmp, "w") as f:
+        for k, v in prov.items():
+            f.attrs[k] = str(v)
+        write_table(f, "released_gemm",
+                    "every NVFP4 batched-GEMM cubin of flashinfer-cubin (E2m1 in the name), "
+                    "audited warp by warp at its threads per CTA: key = the cubin's sha256; "
+                    "flow_launch = the launch of released_nvfp4_launches.json it is a tactic of; "
+                    "routing_* = pre-wait reads of fields that point to routing outputs "
+                    "(before_any_sync: before any barrier and the thread's wait)", gemm)
+        write_table(f, "released_kernels",
+                    "the released routing block and dev kernels compiled from flashinfer-python "
+                    "for sm_100a and sm_90 (released_compile_command)", kernels)
+        write_table(f, "released_chain",
+                    "moefin audit --chain over the launches file: each checked read's outcome "
+                    "and the number of GEMM1 x GEMM2 tactic choices giving it", checks)
+        if racing:
+            write_table(f, "released_chain_racing",
+                        "the tactics of the choices in which a checked read races", racing)
+    os.replace(tmp, args.out)
+    print("released_summary: %d GEMM cubins (%d wait before they trigger, %d read a routing "
+          "output before their wait), %d compiled kernels, %d tactic choices -> %s"
+          % (len(gemm), sum(r["wait_before_trigger"] for r in gemm),
+             sum(bool(r["routing_reads_before_wait"]) for r in gemm), len(kernels), choices,
+             args.out))
 
 
 if __name__ == "__main__":

@@ -40,9 +40,10 @@ if(MOEFIN_ENABLE_CUDA)
   list(APPEND _outputs ${_cases_layout})
   set(_chain_layout ${MOEFIN_AUDIT_DIR}/moefin_chain_layout.json)
   set(_k ${PROJECT_SOURCE_DIR}/kernels)
-  set(_chain_headers ${_k}/routing/routing_params.hpp ${_k}/permute/permute_params.hpp
-    ${_k}/gemm/gemm_params.hpp ${_k}/activation/activation_params.hpp
-    ${_k}/finalize/finalize_params.hpp ${_k}/common/pdl_stage.cuh
+  set(_o ${PROJECT_SOURCE_DIR}/core/ops)
+  set(_chain_headers ${_o}/routing_params.hpp ${_o}/permute_params.hpp
+    ${_o}/gemm_params.hpp ${_o}/activation_params.hpp
+    ${_o}/finalize_params.hpp ${_k}/common/pdl_stage.cuh
     ${_k}/finalize/finalize_kernels.cuh ${_k}/chain/chain_kernels.cuh)
   set(_header_args)
   foreach(h ${_chain_headers})

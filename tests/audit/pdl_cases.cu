@@ -82,6 +82,20 @@ extern "C" __global__ void roles_one_waits(int const* a, int* out) {
   }
 }
 
+// Warp 1 reads `b` before any barrier, then every thread passes __syncthreads after warp 0's
+// wait and reads `a`. Warp 1 never waits, so both reads may run before its own wait; only the
+// read of `b` runs before any barrier (no other warp's wait can order it).
+extern "C" __global__ void roles_barrier(int const* a, int const* b, int* out) {
+  unsigned const w = warp_index();
+  int x = 0;
+  if (w == 1)
+    x = b[threadIdx.x];
+  if (w == 0)
+    CASE_WAIT();
+  __syncthreads();
+  out[threadIdx.x] = a[threadIdx.x] + x;
+}
+
 struct FlagParams {
   int* out;
   int const* in;
