@@ -398,21 +398,20 @@ AuditResult run_audit(std::vector<std::string> const& files, AuditOptions const&
                        opt.assume[i].name + "'");
 
   // 4. Requests: the kernels a chain launches, under the launch's values.
+  // The kernels of the selected cubins by their ELF attributes (with requests_only nothing was
+  // disassembled yet; otherwise the same set as res.kernels).
   std::vector<std::string> symbols;
-  for (auto const& k : res.kernels)
-    symbols.push_back(k.facts.name);
+  std::map<std::string, Cubin const*> in_cubin;
+  for (Cubin const* c : selected)
+    for (auto const& [name, info] : c->elf.kernels)
+      if (in_cubin.emplace(name, c).second)
+        symbols.push_back(name);
   res.requests.resize(opt.requests.size());
   std::vector<std::string> symbol(opt.requests.size());
   std::vector<Cubin const*> holder(opt.requests.size(), nullptr);
   for (std::size_t ri = 0; ri < opt.requests.size(); ++ri) {
     symbol[ri] = pick_symbol(symbols, opt.requests[ri].kernel, opt.requests[ri].key);
-    for (auto const& k : res.kernels)
-      if (k.facts.name == symbol[ri]) {
-        for (Cubin const* c : selected)
-          if (c->name == k.cubin)
-            holder[ri] = c;
-        break;
-      }
+    holder[ri] = in_cubin.at(symbol[ri]);
   }
   parallel_for(opt.requests.size(), opt.jobs, [&](std::size_t ri) {
     Cubin const& c = *holder[ri];
