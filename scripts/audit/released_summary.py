@@ -155,7 +155,9 @@ def main():
             r.update(facts_columns(k))
             kernels.append(r)
 
-    chain = json.load(open(os.path.join(args.work, "chain.json")))
+    chain_file = os.path.join(args.work, "chain.json")
+    chain = json.load(open(chain_file)) if os.path.exists(chain_file) else {
+        "choices": 0, "distinct_chains": 0, "checks": [], "verdicts": {}}
     choices = int(chain["choices"])
     checks, racing = [], []
     for c in chain["checks"]:
@@ -206,9 +208,10 @@ def main():
         write_table(f, "released_kernels",
                     "the released routing block and dev kernels compiled from flashinfer-python "
                     "for sm_100a and sm_90 (released_compile_command)", kernels)
-        write_table(f, "released_chain",
-                    "moefin audit --chain over the launches file: each checked read's outcome "
-                    "and the number of GEMM1 x GEMM2 tactic choices giving it", checks)
+        if checks:
+            write_table(f, "released_chain",
+                        "moefin audit --chain over the launches file: each checked read's "
+                        "outcome and the number of GEMM1 x GEMM2 tactic choices giving it", checks)
         if racing:
             write_table(f, "released_chain_racing",
                         "the tactics of the choices in which a checked read races", racing)
