@@ -12,6 +12,8 @@ std::vector<Command> const& commands() {
       {"reference finalize", "the Kokkos reference finalize over a routing, to HDF5",
        cmd::reference_finalize},
       {"verify", "PDL happens-before verifier of a chain description", cmd::verify},
+      {"audit", "PDL facts of compiled kernels (SASS); --chain: verify their launch order",
+       cmd::audit},
       {"simulate", "random PDL schedules of a chain; witnesses of stale reads", cmd::simulate},
       {"report", "tables, figures and report.md from result files (analysis/)", cmd::report},
       {"check finalize", "every finalize variant against the Kokkos reference (GPU)",

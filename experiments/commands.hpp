@@ -22,6 +22,7 @@ int sweep_layer(cli::Args const& args);
 int sweep_gemm(cli::Args const& args);
 int sweep_routing(cli::Args const& args);
 int pdl_probe(cli::Args const& args);
+int audit(cli::Args const& args);
 int merge(cli::Args const& args);
 int sweep_synthetic(cli::Args const& args);
 

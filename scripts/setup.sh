@@ -37,3 +37,5 @@ kernel=.venv/share/jupyter/kernels/moefin/kernel.json
 if ! grep -qs "\"$PWD/.venv/bin/python\"" "$kernel"; then
   .venv/bin/python -m ipykernel install --sys-prefix --name moefin --display-name "moefin (.venv)" >/dev/null
 fi
+# Released packages (pinned wheels): the disassemblers `moefin audit` runs.
+scripts/fetch_released.sh

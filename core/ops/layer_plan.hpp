@@ -116,7 +116,9 @@ inline ChainFlavour const& moefin_flavour() {
       {KernelImpl{"moefin.routing",
                   routing::kDefaultTrigger,
                   {},
-                  {B::kScores},
+                  // It reads back the expert ids it wrote when it builds the layout (its SASS
+                  // says so: test_audit).
+                  {B::kScores, B::kExpertIds},
                   {B::kExpertIds, B::kExpertWeights, B::kExpandedToPermuted, B::kPermutedToToken,
                    B::kPermutedToExpanded, B::kExpertCounts, B::kExpertOffsets, B::kCtaToExpert,
                    B::kTotalPaddedRows}},

@@ -5,7 +5,7 @@
   library: no CUDA, no Boost, no HDF5;
 - no CUDA unit (.cu, .cuh) needs Boost (the command line stays above the kernels);
 - experiments/ holds only main.cpp and the command table at its top; runners live in family
-  folders (harness, finalize, chain, pdl, routing, results, gemm).
+  folders (harness, finalize, chain, pdl, routing, results, gemm, audit: `moefin audit`).
 """
 import pathlib
 import re
@@ -51,7 +51,7 @@ def test_cuda_units_need_no_boost():
     assert not bad, "; ".join(bad)
 
 
-FAMILIES = ("harness", "finalize", "chain", "pdl", "routing", "results", "gemm")
+FAMILIES = ("harness", "finalize", "chain", "pdl", "routing", "results", "gemm", "audit")
 
 
 def test_experiments_runners_live_in_family_folders():

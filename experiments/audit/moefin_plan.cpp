@@ -1,0 +1,180 @@
+#include "experiments/audit/moefin_plan.hpp"
+
+#include "core/ops/errors.hpp"
+
+namespace moefin::audit_plan {
+
+namespace {
+
+audit::AssumeItem item(std::string const& name, std::int64_t value) {
+  audit::AssumeItem a;
+  a.name = name;
+  a.value = static_cast<std::uint64_t>(value);
+  a.text = name + "=" + std::to_string(value);
+  return a;
+}
+
+using Params = std::vector<std::pair<std::string, std::vector<std::string>>>;
+
+Params one_each(std::vector<std::pair<std::string, std::string>> const& v) {
+  Params p;
+  for (auto const& [k, b] : v)
+    p.emplace_back(k, std::vector<std::string>{b});
+  return p;
+}
+
+std::int64_t trigger_value(Trigger t) { return static_cast<std::int64_t>(t); }
+
+/// The kernel symbol ChainRunner launches for a finalize variant (finalize_dispatch.cu's launch
+/// functions, bf16 weights as the runner's layer has them).
+std::string finalize_symbol(std::string const& impl, MoefinLaunchOptions const& o) {
+  std::string const w = "(moefin::finalize::WeightType)1";
+  std::string const k = "moefin::finalize::kernels::";
+  if (impl == "small_batch" || impl == "small_batch_late_trigger" ||
+      impl == "small_batch_meta_after_wait")
+    return k + "finalize_small_batch<" + w + ", true>";
+  if (impl == "small_batch_nosplit")
+    return k + "finalize_small_batch<" + w + ", false>";
+  if (impl == "scalar")
+    return k + "finalize_scalar<" + w + ">";
+  if (impl == "vecload")
+    return k + "finalize_vecload<" + w + ", " +
+           std::to_string(o.top_k % 4 == 0   ? 4
+                          : o.top_k % 2 == 0 ? 2
+                                             : 1) +
+           ">";
+  throw InputError("audit: finalize variant " + impl + " has no kernel symbol in the audit");
+}
+
+void expect_impl(chain::KernelPlan const& k, std::string const& impl) {
+  if (k.impl != impl)
+    throw InputError("audit: the layer plan's " + k.name + " is " + k.impl +
+                     ", the audit knows the kernels of " + impl);
+}
+
+} // namespace
+
+audit::Launches moefin_launches(chain::LayerPlan const& plan, MoefinLaunchOptions const& o) {
+  using chain::Kernel;
+  if (plan.flavour != "moefin")
+    throw InputError("audit: layer plan flavour " + plan.flavour + " (the audit knows moefin's)");
+  audit::Launches l;
+  l.origin = "moefin ChainRunner (layer plan " + plan.flavour + ", finalize " +
+             plan.finalize->name + ")";
+  l.name = "moefin_chain";
+  l.iterations = o.iterations;
+  auto knob = [&](Kernel k, std::string const& impl, std::string const& symbol, Params params) {
+    chain::KernelPlan const& kp = plan.at(k);
+    expect_impl(kp, impl);
+    audit::Launch la;
+    la.name = kp.name;
+    la.kernel = symbol;
+    la.pdl = kp.pdl;
+    la.assume.push_back(item("k.trigger", trigger_value(kp.trigger)));
+    la.params = std::move(params);
+    l.launches.push_back(std::move(la));
+  };
+  knob(Kernel::kRouting, "moefin.routing",
+       o.tokens <= 16 ? "moefin::routing::routing_block_kernel"
+                      : "moefin::routing::routing_multi_kernel",
+       one_each({{"p.scores", "scores"},
+                 {"p.expert_ids", "expert_ids"},
+                 {"p.expert_weights", "expert_weights"},
+                 {"p.expanded_to_permuted", "expanded_to_permuted"},
+                 {"p.permuted_to_token", "permuted_to_token"},
+                 {"p.permuted_to_expanded", "permuted_to_expanded"},
+                 {"p.expert_counts", "expert_counts"},
+                 {"p.expert_offsets", "expert_offsets"},
+                 {"p.cta_to_expert", "cta_to_expert"},
+                 {"p.total_padded_rows", "total_padded_rows"}}));
+  knob(Kernel::kPermute, "moefin.permute", o.permute_kernel,
+       one_each({{"p.hidden_states", "hidden_states"},
+                 {"p.permuted_to_token", "permuted_to_token"},
+                 {"p.total_padded_rows", "total_padded_rows"},
+                 {"p.permuted", "permuted"}}));
+  std::string const gemm =
+      "moefin::gemm::grouped_gemm_kernel<" + std::to_string(o.tile_m / 16) + ">";
+  std::string const gemm_impl = "moefin.grouped_gemm." + plan.weights;
+  auto gemm_params = [](char const* a, char const* b, char const* c) {
+    return one_each({{"p.a", a},
+                     {"p.b", b},
+                     {"p.c", c},
+                     {"p.cta_to_expert", "cta_to_expert"},
+                     {"p.total_padded_rows", "total_padded_rows"},
+                     {"p.row_token", "permuted_to_token"}});
+  };
+  knob(Kernel::kGemm1, gemm_impl, gemm, gemm_params("permuted", "w1", "gemm1_out"));
+  knob(Kernel::kActivation, "moefin.activation",
+       std::string("moefin::activation::activation_kernel<(moefin::activation::Type)") +
+           (o.swiglu ? "0" : "1") + ">",
+       one_each({{"p.in", "gemm1_out"},
+                 {"p.out", "act_out"},
+                 {"p.total_padded_rows", "total_padded_rows"}}));
+  knob(Kernel::kGemm2, gemm_impl, gemm, gemm_params("act_out", "w2", "gemm2_out"));
+
+  chain::KernelPlan const& fp = plan.at(Kernel::kFinalize);
+  audit::Launch f;
+  f.name = fp.name;
+  f.kernel = finalize_symbol(fp.impl, o);
+  f.pdl = fp.pdl;
+  f.assume.push_back(item("k.trigger", trigger_value(fp.trigger)));
+  f.assume.push_back(item("k.meta_before_wait", plan.finalize_meta_before_wait() ? 1 : 0));
+  Params params = one_each({{"p.gemm_out", "gemm2_out"},
+                            {"p.expert_weights", "expert_weights"},
+                            {"p.expanded_to_permuted", "expanded_to_permuted"},
+                            {"p.out", "out"}});
+  // The runner passes the snapshot buffer exactly when the run allows pre-wait metadata.
+  if (plan.meta_allowed)
+    params.emplace_back("k.snapshot", std::vector<std::string>{"snapshot"});
+  else
+    f.assume.push_back(item("k.snapshot:8", 0));
+  f.params = params;
+  l.launches.push_back(f);
+
+  if (o.checksum) {
+    expect_impl(plan.checksum(), "moefin.checksum");
+    audit::Launch c;
+    c.name = plan.checksum().name;
+    c.kernel = "moefin::chain::checksum_kernel";
+    std::vector<std::string> layer;
+    for (chain::Buffer b : chain::hashed_buffers())
+      layer.push_back(chain::buffer_name(b));
+    c.params = {{"p.buf", layer},
+                {"p.expanded_to_permuted", {"expanded_to_permuted"}},
+                {"p.slots", {"checksums"}},
+                {"p.stale", {"checksums"}},
+                {"p.recorded", {"checksums"}}};
+    if (plan.meta_allowed)
+      c.params.emplace_back("p.snapshot", std::vector<std::string>{"snapshot"});
+    else
+      c.assume.push_back(item("p.snapshot:8", 0));
+    l.launches.push_back(c);
+  }
+  return l;
+}
+
+std::vector<audit::PlannedKernel> moefin_plan(chain::LayerPlan const& plan, bool checksum) {
+  auto names = [](std::vector<chain::Buffer> const& bs) {
+    std::vector<std::string> out;
+    for (chain::Buffer b : bs)
+      out.push_back(chain::buffer_name(b));
+    return out;
+  };
+  std::vector<audit::PlannedKernel> out;
+  for (chain::KernelPlan const& k : plan.kernels) {
+    if (k.kernel == chain::Kernel::kChecksum && !checksum)
+      continue;
+    audit::PlannedKernel p;
+    p.name = k.name;
+    p.impl = k.impl;
+    p.trigger = trigger_name(k.trigger);
+    p.waits = k.waits;
+    p.reads_before_wait = names(k.reads_before_wait);
+    p.reads_after_wait = names(k.reads_after_wait);
+    p.writes = names(k.writes);
+    out.push_back(p);
+  }
+  return out;
+}
+
+} // namespace moefin::audit_plan

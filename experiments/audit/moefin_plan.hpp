@@ -1,0 +1,38 @@
+#pragma once
+// moefin's own chain for the audit: the kernels ChainRunner (kernels/chain/chain.cu) launches for
+// one layer, as a launches file (symbols, PDL attributes, the knob values as parameter values,
+// which parameters name which buffer), and the layer plan the verifier uses for the same
+// configuration (chain::make_layer_plan) as the audit's plan. Both come from the plan: each
+// launch's kernel is the symbol of its KernelPlan::impl (an implementation this file does not
+// know is an error), its knob values are the plan's resolved trigger and finalize's metadata
+// placement.
+
+#include "core/audit/launches.hpp"
+#include "core/audit/plan.hpp"
+#include "core/chain/verifier_chain.hpp"
+#include "core/ops/finalize_variants.hpp"
+#include "core/ops/layer_plan.hpp"
+
+#include <string>
+#include <vector>
+
+namespace moefin::audit_plan {
+
+struct MoefinLaunchOptions {
+  std::int64_t tokens = 4;  // routing_block_kernel up to 16 tokens, else the multi-CTA one
+  std::int64_t tile_m = 16; // grouped_gemm_kernel<tile_m / 16>
+  std::int64_t top_k = 8;   // vecload's unroll (4, 2 or 1: whichever divides K)
+  bool swiglu = true;       // activation_kernel<kSwiGlu> or <kRelu2>
+  int iterations = chain::kVerifierIterations;
+  bool checksum = true;     // the checked runner: each layer ends in the checksum kernel
+  std::string permute_kernel = "moefin::permute::permute_kernel"; // a mutant replaces it
+};
+
+/// The launches of `o.iterations` layers of `plan` (make_layer_plan of the run's configuration).
+audit::Launches moefin_launches(chain::LayerPlan const& plan, MoefinLaunchOptions const& o = {});
+
+/// The plan's kernels as the audit's plan, in the order of moefin_launches' launches of one
+/// layer (the checksum kernel last when `checksum`).
+std::vector<audit::PlannedKernel> moefin_plan(chain::LayerPlan const& plan, bool checksum = true);
+
+} // namespace moefin::audit_plan

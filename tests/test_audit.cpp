@@ -1,0 +1,639 @@
+// moefin audit: facts read from SASS. Small kernels with known answers (tests/audit/*.cu, built
+// by the test build for sm_90 and sm_100a, old_arch.cu for sm_80), bad input of the command,
+// moefin's chain kernels (in the moefin binary) against the chain description the verifier uses,
+// a mutant kernel that triggers before its wait, and the H200 race matrix judged by the chain
+// the audit derives from the binary.
+#define BOOST_TEST_MODULE audit
+#include <boost/test/unit_test.hpp>
+
+#include "core/audit/audit.hpp"
+#include "core/audit/elf_info.hpp"
+#include "core/audit/process.hpp"
+#include "core/audit/launches.hpp"
+#include "core/audit/plan.hpp"
+#include "core/audit/report.hpp"
+#include "core/audit/sass.hpp"
+#include "core/h5store.hpp"
+#include "core/pdl/verifier.hpp"
+#include "experiments/audit/moefin_plan.hpp"
+#include "core/ops/layer_plan.hpp"
+#include "experiments/chain/race_cells.hpp"
+#include "tests/run_moefin.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <set>
+
+namespace fs = std::filesystem;
+using namespace moefin;
+namespace utf = boost::unit_test;
+
+namespace {
+
+std::string input(std::string const& name) {
+  return std::string(MOEFIN_AUDIT_DIR) + "/" + name;
+}
+
+bool have_tools() {
+  try {
+    audit::find_tools("", MOEFIN_SOURCE_DIR);
+    return true;
+  } catch (std::exception const&) {
+    return false;
+  }
+}
+
+struct ToolsPresent {
+  boost::test_tools::assertion_result operator()(utf::test_unit_id) const {
+    boost::test_tools::assertion_result r(have_tools());
+    r.message() << "cuobjdump/nvdisasm not installed (scripts/fetch_released.sh)";
+    return r;
+  }
+};
+
+audit::AuditOptions options() {
+  audit::AuditOptions o;
+  o.tools = audit::find_tools("", MOEFIN_SOURCE_DIR);
+  o.jobs = 2;
+  return o;
+}
+
+/// The audited kernels of one run, by plain (extern "C") name.
+class Audited {
+public:
+  Audited(std::vector<std::string> const& files, audit::AuditOptions o)
+      : dir_(fs::temp_directory_path() / ("moefin-test-audit-" + std::to_string(::getpid()))) {
+    fs::create_directories(dir_);
+    o.work_dir = dir_.string();
+    res_ = audit::run_audit(files, o);
+  }
+  ~Audited() {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  audit::AuditedKernel const& operator[](std::string const& name) const {
+    for (auto const& k : res_.kernels)
+      if (k.facts.name == name)
+        return k;
+    BOOST_FAIL("no kernel " << name);
+    return res_.kernels.front();
+  }
+  audit::AuditResult const& result() const { return res_; }
+
+private:
+  fs::path dir_;
+  audit::AuditResult res_;
+};
+
+std::vector<std::string> names(audit::AuditedKernel const& k, bool before_wait,
+                               audit::AccessKind kind) {
+  return audit::access_names(k, [&](audit::Access const& a) {
+    return a.kind == kind && (before_wait ? a.before_wait : !a.before_wait);
+  });
+}
+
+std::vector<std::string> late_writes(audit::AuditedKernel const& k) {
+  return audit::access_names(k, [](audit::Access const& a) {
+    return a.kind != audit::AccessKind::kRead && a.after_trigger;
+  });
+}
+
+using Names = std::vector<std::string>;
+constexpr auto kRead = audit::AccessKind::kRead;
+constexpr auto kWrite = audit::AccessKind::kWrite;
+
+/// The cases of pdl_cases.cu on one architecture (64 threads: two warps).
+void check_cases(std::string const& arch) {
+  audit::AuditOptions o = options();
+  o.threads = 64;
+  audit::load_layout(input("pdl_cases_layout.json"), o.layout);
+  Audited const a({input("pdl_cases." + arch + ".cubin")}, o);
+  BOOST_TEST_CONTEXT(arch) {
+    auto const& s = a["straight_line"];
+    BOOST_TEST(s.facts.arch ==
+               arch.substr(0, arch.find('a') == std::string::npos ? arch.size() : arch.size()));
+    BOOST_TEST(s.facts.has_wait);
+    BOOST_TEST(s.facts.has_trigger);
+    BOOST_TEST(s.facts.waits_every_path);
+    BOOST_TEST(s.facts.wait_before_trigger);
+    BOOST_TEST(names(s, true, kRead) == Names{"param_0"});
+    BOOST_TEST(names(s, false, kRead) == Names{"param_1"});
+    BOOST_TEST(late_writes(s) == Names{"param_2"});
+    BOOST_TEST(audit::trigger_text(s.facts) == "after the wait");
+
+    auto const& e = a["early_exit"];
+    BOOST_TEST(!e.facts.waits_every_path);
+    BOOST_TEST(!e.facts.wait_before_trigger);
+    BOOST_TEST(!e.facts.trigger_before_wait); // no explicit trigger: it exits before waiting
+    BOOST_TEST_REQUIRE(!e.facts.exit_without_wait.empty());
+    BOOST_TEST(e.facts.exit_without_wait.front() == 0u);
+    BOOST_TEST(names(e, true, kRead).empty());
+    BOOST_TEST(names(e, false, kRead) == Names{"param_0"});
+
+    auto const& l = a["loops"];
+    BOOST_TEST(l.facts.waits_every_path);
+    BOOST_TEST(l.facts.wait_before_trigger);
+    BOOST_TEST(!l.facts.has_trigger);
+    BOOST_TEST(names(l, true, kRead) == Names{"param_0"});
+    BOOST_TEST(names(l, false, kWrite) == Names{"param_1"});
+    BOOST_TEST(audit::trigger_text(l.facts) == "none (implicit at exit)");
+
+    auto const& p = a["predicated_load"];
+    BOOST_TEST(p.facts.wait_before_trigger);
+    BOOST_TEST(names(p, true, kRead) == Names{"param_0"});
+    bool predicated = false;
+    for (auto const& x : p.facts.accesses)
+      predicated = predicated || (x.before_wait && x.guarded);
+    BOOST_TEST(predicated);
+    BOOST_TEST(late_writes(p) == Names{"param_1"});
+
+    auto const& r1 = a["roles_trigger_early"];
+    BOOST_TEST(r1.facts.warps == 2);
+    BOOST_TEST(r1.facts.waits_every_path); // warp 0 waits on all its paths
+    BOOST_TEST(r1.facts.trigger_before_wait);
+    BOOST_TEST(!r1.facts.wait_before_trigger);
+    BOOST_TEST(r1.facts.waiting_warps == std::vector<int>{0});
+    BOOST_TEST(!r1.facts.trigger_without_wait.empty());
+
+    auto const& r2 = a["roles_one_waits"];
+    BOOST_TEST(r2.facts.waits_every_path);
+    BOOST_TEST(r2.facts.wait_before_trigger);
+    BOOST_TEST(r2.facts.waiting_warps == std::vector<int>{0});
+
+    auto const& rb = a["roles_barrier"];
+    BOOST_TEST(rb.facts.waiting_warps == std::vector<int>{0});
+    BOOST_TEST(names(rb, true, kRead) == (Names{"param_0", "param_1"}));
+    BOOST_TEST(audit::access_names(rb, [](audit::Access const& x) {
+                 return x.kind == kRead && x.before_any_sync;
+               }) == Names{"param_1"});
+
+    auto const& f = a["runtime_flag"];
+    BOOST_TEST_REQUIRE(f.facts.switches.size() == 1u);
+    BOOST_TEST(f.names.name(f.facts.switches[0].offset) == "p.use_pdl");
+    BOOST_TEST(!f.facts.switches[0].by_assumption);
+    BOOST_TEST(f.facts.switches[0].taken_waits);
+    BOOST_TEST(f.facts.wait_before_trigger);
+    BOOST_TEST(names(f, false, kRead) == Names{"p.in"});
+    BOOST_TEST(late_writes(f) == Names{"p.out"});
+
+    auto const& b = a["struct_params"];
+    BOOST_TEST_REQUIRE(b.params.size() == 1u);
+    BOOST_TEST(b.params[0].size > 500u);
+    BOOST_TEST(names(b, true, kRead) == Names{"p.meta"});
+    BOOST_TEST(names(b, false, kRead) == Names{"p.src"});
+    BOOST_TEST(late_writes(b) == Names{"p.dst"});
+
+    auto const& kt = a["knob_trigger"];
+    BOOST_TEST(kt.facts.trigger_before_wait); // the knob's value unknown: entry is possible
+    BOOST_TEST(kt.facts.switches.empty());    // it decides the trigger, not the wait
+
+    auto const& c = a["wait_in_call"];
+    BOOST_TEST(c.facts.has_wait);
+    BOOST_TEST(c.facts.waits_every_path);
+    BOOST_TEST(names(c, true, kRead).empty());
+    BOOST_TEST(names(c, false, kRead) == Names{"param_0"});
+  }
+  // Thread paths only (no block size): roles_one_waits's warp 1 exits without waiting.
+  audit::AuditOptions t = options();
+  Audited const b({input("pdl_cases." + arch + ".cubin")}, t);
+  BOOST_TEST(!b["roles_one_waits"].facts.waits_every_path);
+  BOOST_TEST(b["roles_one_waits"].facts.warps == 0);
+  BOOST_TEST(b["roles_trigger_early"].facts.trigger_before_wait);
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(operands_of_sass_are_read) {
+  auto c = audit::parse_operand("c[0x0][0x218]");
+  BOOST_TEST((c.kind == audit::Operand::Kind::kConst));
+  BOOST_TEST(c.bank == 0);
+  BOOST_TEST(c.offset == 0x218);
+  auto ci = audit::parse_operand("c[0x0][R4+0x2a0]");
+  BOOST_TEST(ci.index_reg == 4);
+  BOOST_TEST(ci.offset == 0x2a0);
+  auto m = audit::parse_operand("desc[UR14][R40.64+0x10]");
+  BOOST_TEST((m.kind == audit::Operand::Kind::kMem));
+  BOOST_TEST(m.base_reg == 40);
+  BOOST_TEST(m.base_wide);
+  BOOST_TEST(m.offset == 0x10);
+  auto u = audit::parse_operand("[UR6]");
+  BOOST_TEST(u.ubase_reg == 6);
+  auto p = audit::parse_operand("!UP0");
+  BOOST_TEST(p.is_reg(audit::RegFile::kUP));
+  BOOST_TEST(p.neg);
+  auto i = audit::parse_operand("-0x14c0");
+  BOOST_TEST((i.kind == audit::Operand::Kind::kImm));
+  BOOST_TEST(i.imm == -0x14c0);
+  auto l = audit::parse_operand("`(.L_x_18)");
+  BOOST_TEST((l.kind == audit::Operand::Kind::kLabel));
+  BOOST_TEST(l.text == ".L_x_18");
+  BOOST_TEST(audit::arch_number("sm_100a") == 100);
+  BOOST_TEST(audit::arch_number("sm_90") == 90);
+  BOOST_TEST(audit::arch_number("sm_9x") == 0);
+}
+
+BOOST_AUTO_TEST_CASE(elf_attributes_read_from_the_bytes_match_cuobjdump,
+                     *utf::precondition(ToolsPresent())) {
+  auto const tools = audit::find_tools("", MOEFIN_SOURCE_DIR);
+  for (char const* name : {"pdl_cases.sm_90.cubin", "pdl_cases.sm_100a.cubin",
+                           "tma_param.sm_90.cubin", "old_arch.sm_80.cubin"}) {
+    std::string const path = input(name);
+    std::ifstream in(path, std::ios::binary);
+    std::string const bytes((std::istreambuf_iterator<char>(in)), {});
+    audit::ElfInfo const mine = audit::read_elf_info(bytes, path);
+    auto const r = audit::run_process({tools.cuobjdump, "-elf", path});
+    BOOST_TEST_REQUIRE(r.status == 0, name);
+    audit::ElfInfo const theirs = audit::parse_elf_info(r.out, path);
+    BOOST_TEST(mine.sm == theirs.sm, name);
+    BOOST_TEST(mine.kernels.size() == theirs.kernels.size(), name);
+    for (auto const& [k, t] : theirs.kernels) {
+      BOOST_TEST_REQUIRE(mine.kernels.count(k) == 1u, name << " " << k);
+      auto const& m = mine.kernels.at(k);
+      BOOST_TEST(m.params.size() == t.params.size(), name << " " << k);
+      for (std::size_t i = 0; i < std::min(m.params.size(), t.params.size()); ++i) {
+        BOOST_TEST(m.params[i].ordinal == t.params[i].ordinal, name << " " << k);
+        BOOST_TEST(m.params[i].offset == t.params[i].offset, name << " " << k);
+        BOOST_TEST(m.params[i].size == t.params[i].size, name << " " << k);
+      }
+      BOOST_TEST(m.has_param_base == t.has_param_base, name << " " << k);
+      BOOST_TEST(m.param_base == t.param_base, name << " " << k);
+      BOOST_TEST(m.param_size == t.param_size, name << " " << k);
+      BOOST_TEST(m.max_threads == t.max_threads, name << " " << k);
+      BOOST_TEST(m.constant2 == t.constant2, name << " " << k);
+    }
+  }
+  BOOST_CHECK_THROW(audit::read_elf_info("not an elf", "x"), FileError);
+}
+
+BOOST_AUTO_TEST_CASE(known_facts_of_the_test_kernels_on_sm_90, *utf::precondition(ToolsPresent())) {
+  check_cases("sm_90");
+}
+
+BOOST_AUTO_TEST_CASE(known_facts_of_the_test_kernels_on_sm_100a,
+                     *utf::precondition(ToolsPresent())) {
+  check_cases("sm_100a");
+}
+
+BOOST_AUTO_TEST_CASE(assumed_values_decide_switches_and_knobs, *utf::precondition(ToolsPresent())) {
+  audit::AuditOptions o = options();
+  audit::load_layout(input("pdl_cases_layout.json"), o.layout);
+  o.kernel_filter = "runtime_flag";
+  o.assume = {audit::parse_assume("p.use_pdl=0")};
+  Audited const off({input("pdl_cases.sm_90.cubin")}, o);
+  auto const& f = off["runtime_flag"];
+  BOOST_TEST_REQUIRE(f.facts.switches.size() == 1u);
+  BOOST_TEST(f.facts.switches[0].by_assumption);
+  BOOST_TEST(!f.facts.switches[0].taken_waits);
+  BOOST_TEST(!f.facts.has_wait); // the only wait is on the branch not taken
+  BOOST_TEST(f.facts.trigger_before_wait);
+
+  for (int where : {2, 3}) {
+    audit::AuditOptions k = options();
+    k.kernel_filter = "knob_trigger";
+    k.assume = {audit::parse_assume("param_2=" + std::to_string(where))};
+    Audited const a({input("pdl_cases.sm_90.cubin")}, k);
+    auto const& kt = a["knob_trigger"];
+    BOOST_TEST(kt.facts.trigger_before_wait == (where == 2), "where=" << where);
+    BOOST_TEST(kt.facts.wait_before_trigger == (where == 3), "where=" << where);
+    BOOST_TEST(late_writes(kt) == Names{"param_1"});
+  }
+}
+
+BOOST_AUTO_TEST_CASE(tma_descriptors_are_named_by_their_parameter,
+                     *utf::precondition(ToolsPresent())) {
+  for (char const* arch : {"sm_90", "sm_100a"}) {
+    Audited const a({input(std::string("tma_param.") + arch + ".cubin")}, options());
+    auto const& k = a["tma_load"];
+    bool found = false;
+    for (auto const& x : k.facts.accesses)
+      if (x.descriptor) {
+        found = true;
+        BOOST_TEST(x.params == std::vector<std::uint32_t>{k.params.at(0).offset}, arch);
+        BOOST_TEST(!x.before_wait, arch);
+      }
+    BOOST_TEST(found, arch << ": no TMA load found");
+  }
+}
+
+BOOST_AUTO_TEST_CASE(ptx_of_a_cu_input_is_compared, *utf::precondition(ToolsPresent())) {
+  // A .cu input is compiled with nvcc -cubin and -ptx: its loads before the wait are the PTX's.
+  audit::AuditOptions o = options();
+  o.kernel_filter = "straight_line";
+  Audited const a({std::string(MOEFIN_SOURCE_DIR) + "/tests/audit/pdl_cases.cu"}, o);
+  auto const& k = a["straight_line"];
+  BOOST_TEST(k.ptx);
+  BOOST_TEST(k.ptx_has_wait);
+  BOOST_TEST(k.hoisted.empty());
+  // The comparison itself: a PTX that loads the parameter only after its wait, and a SASS read of
+  // it before the wait, is a hoisted load.
+  auto const ptx = audit::parse_ptx(R"(
+.visible .entry h(
+	.param .u64 h_param_0
+)
+{
+	ld.param.u64 	%rd1, [h_param_0];
+	cvta.to.global.u64 	%rd2, %rd1;
+	griddepcontrol.wait;
+	ld.global.u32 	%r1, [%rd2+4];
+	ret;
+}
+)");
+  BOOST_TEST_REQUIRE(ptx.count("h") == 1u);
+  BOOST_TEST(ptx.at("h").loads.size() == 1u);
+  BOOST_TEST(!ptx.at("h").loads[0].before_wait);
+  audit::Access early;
+  early.kind = kRead;
+  early.before_wait = true;
+  early.params = {0};
+  BOOST_TEST(audit::hoisted_loads(ptx.at("h"), {{0, 0, 8}}, {early}) ==
+             std::vector<std::uint32_t>{0});
+  early.before_wait = false;
+  BOOST_TEST(audit::hoisted_loads(ptx.at("h"), {{0, 0, 8}}, {early}).empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_kernel_built_for_sm_80_launched_with_pdl_is_flagged_and_races,
+                     *utf::precondition(ToolsPresent())) {
+  fs::path const dir =
+      fs::temp_directory_path() / ("moefin-audit-old-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::string const launches = (dir / "old.json").string();
+  std::ofstream(launches) << R"({
+  "name": "old_arch_consumer_with_pdl",
+  "buffers": {"data": "written by the producer", "out": "consumer output", "early": "producer input"},
+  "launches": [
+    {"name": "producer", "kernel": "straight_line", "params": {"param_0": "early", "param_2": "data"}},
+    {"name": "consumer", "kernel": "old_arch_consumer", "pdl": true,
+     "params": {"param_0": "data", "param_1": "out"}}
+  ],
+  "check": [{"launch": "consumer", "buffer": "data", "where": "before_wait", "expected": "race"}],
+  "expected": "race"
+})";
+  auto const r = test::run("audit " + input("pdl_cases.sm_90.cubin") + " " +
+                           input("old_arch.sm_80.cubin") + " --arch sm_90 --chain " + launches);
+  // Two files of different architectures: --arch sm_90 cannot take the sm_80 one.
+  BOOST_TEST(r.status == 1);
+  BOOST_TEST(test::contains(r.out, "no SASS for sm_90"), r.out);
+  auto const r2 = test::run("audit " + input("pdl_cases.sm_90.cubin") + " " +
+                            input("old_arch.sm_80.cubin") + " --chain " + launches);
+  BOOST_TEST(r2.status == 1, r2.out); // RACE
+  BOOST_TEST(test::contains(r2.out, "old_arch_consumer: no PDL instructions"), r2.out);
+  BOOST_TEST(test::contains(r2.out, "consumer reads data before its wait: RACE"), r2.out);
+  BOOST_TEST(test::contains(r2.out, "(as the file expects)"), r2.out);
+  BOOST_TEST(test::contains(r2.out, "verdict: RACE"), r2.out);
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(bad_input_is_one_line_with_the_right_status,
+                     *utf::precondition(ToolsPresent())) {
+  fs::path const dir =
+      fs::temp_directory_path() / ("moefin-audit-bad-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::string const text = (dir / "notes.txt").string();
+  std::ofstream(text) << "not a binary\n";
+  std::string const bad_json = (dir / "bad.json").string();
+  std::ofstream(bad_json) << R"({"name": "x", "launches": [{"name": "a", "kernle": "k"}]})";
+  std::string const not_json = (dir / "not.json").string();
+  std::ofstream(not_json) << "{ launches";
+  // A cubin whose kernels' symbol names were blanked out (the section names remain).
+  std::string stripped;
+  {
+    std::ifstream in(input("pdl_cases.sm_90.cubin"), std::ios::binary);
+    stripped.assign(std::istreambuf_iterator<char>(in), {});
+    std::string const n = std::string(1, '\0') + "straight_line" + std::string(1, '\0');
+    std::size_t const at = stripped.find(n);
+    BOOST_TEST_REQUIRE(at != std::string::npos);
+    std::fill(stripped.begin() + static_cast<long>(at) + 1,
+              stripped.begin() + static_cast<long>(at + n.size()) - 1, '_');
+    std::ofstream((dir / "stripped.cubin").string(), std::ios::binary) << stripped;
+  }
+  struct Case {
+    std::string args;
+    int status;
+    std::string says;
+  };
+  std::string const cubin = input("pdl_cases.sm_90.cubin");
+  std::vector<Case> const cases = {
+      {"audit " + text, 1, text + ": not a CUDA binary"},
+      {"audit " + (dir / "missing.cubin").string(), 1, "missing.cubin: no such file"},
+      {"audit " + cubin + " --arch sm_100a", 1, "no SASS for sm_100"},
+      {"audit " + (dir / "stripped.cubin").string(), 1, "stripped names"},
+      {"audit " + cubin + " --tools " + dir.string(), 1, "no executable cuobjdump and nvdisasm"},
+      {"audit " + cubin + " --chain " + bad_json, 1, "bad.json: /launches/0/kernle: unknown key"},
+      {"audit " + cubin + " --chain " + not_json, 1, "not.json: /: not JSON"},
+      {"audit", 2, "no input files"},
+      {"audit " + cubin + " --threads 2000", 2, "--threads: value 2000 out of range"},
+      {"audit " + cubin + " --assume nothing_here=3", 2, "no audited kernel has a parameter"},
+      {"audit " + cubin + " --assume p.x", 2, "is not NAME=VALUE"},
+      {"audit " + cubin + " --arch sm_9y", 2, "--arch: 'sm_9y' is not an architecture"},
+  };
+  for (Case const& c : cases) {
+    auto const r = test::run(c.args);
+    BOOST_TEST(r.status == c.status, c.args << ": " << r.out);
+    BOOST_TEST(test::contains(r.out, c.says), c.args << ": " << r.out);
+    if (c.status == 1)
+      BOOST_TEST(test::lines(r.out) == 1, c.args << ": " << r.out);
+  }
+  auto const help = test::run("audit --help");
+  BOOST_TEST(help.status == 0);
+  BOOST_TEST(test::contains(help.out, "--chain"));
+  BOOST_TEST(test::contains(help.out, "--assume"));
+  fs::remove_all(dir);
+}
+
+// ---------------------------------------------------------------------------------------------
+// moefin's own chain
+
+namespace {
+
+/// The moefin binary (every chain kernel) and the mutant, loaded once.
+struct ChainProgram {
+  fs::path dir;
+  std::unique_ptr<audit::Program> program;
+  ChainProgram() {
+    dir = fs::temp_directory_path() / ("moefin-audit-chain-" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    audit::AuditOptions o = options();
+    o.work_dir = dir.string();
+    audit::load_layout(input("moefin_chain_layout.json"), o.layout);
+    program = std::make_unique<audit::Program>(
+        std::vector<std::string>{MOEFIN_BINARY, input("mutant_permute.sm_90.cubin")}, o);
+  }
+  ~ChainProgram() {
+    program.reset();
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+  /// The audited fragments of `l`'s launches, in order.
+  std::vector<audit::RequestResult> audit_launches(audit::Launches const& l) {
+    std::vector<audit::RequestResult> out;
+    for (auto const& q : audit::launch_requests(l)) {
+      audit::RequestResult r;
+      r.request = q;
+      r.kernel = program->analyze(program->resolve(q.kernel, q.key), q.assume, q.threads);
+      out.push_back(r);
+    }
+    return out;
+  }
+};
+
+ChainProgram& chain_program() {
+  static ChainProgram p;
+  return p;
+}
+
+/// The buffers a launch maps a parameter offset to.
+std::function<std::vector<std::string>(std::uint32_t)> buffer_map(audit::Launch const& la,
+                                                                  audit::AuditedKernel const& k) {
+  std::map<std::uint32_t, std::vector<std::string>> m;
+  for (auto const& [name, bufs] : la.params) {
+    std::uint32_t off = 0, size = 0;
+    BOOST_TEST_REQUIRE(k.names.resolve(name, &off, &size), la.name << ": " << name);
+    m[off] = bufs;
+  }
+  return [m](std::uint32_t off) {
+    auto it = m.find(off);
+    return it == m.end() ? std::vector<std::string>{} : it->second;
+  };
+}
+
+/// The metadata verdict of finalize on the audit-derived chain of `cfg` (as chain::verify_cell
+/// gives it on the hand description).
+chain::CellVerdict audited_cell(chain::ChainConfig const& cfg, std::string const& variant,
+                                bool graph, audit_plan::MoefinLaunchOptions const& o = {}) {
+  chain::LayerPlan const plan = chain::make_layer_plan(cfg, finalize::variant(variant, "audit"));
+  audit::Launches const l = audit_plan::moefin_launches(plan, o);
+  audit::Composition comp = audit::compose(l, chain_program().audit_launches(l));
+  pdl::Chain c = comp.chain;
+  int const n = static_cast<int>(c.kernels.size());
+  int const fin = c.kernel_index("finalize");
+  std::vector<int> fins = {fin};
+  if (graph) {
+    c = pdl::captured_graph(c, l.iterations);
+    for (int it = 1; it < l.iterations; ++it)
+      fins.push_back(it * n + fin);
+  }
+  pdl::Report const r = pdl::verify(c, {false});
+  chain::CellVerdict v;
+  v.chain = r.verdict();
+  v.races = r.races();
+  v.pairs = r.pairs.size();
+  bool const before = plan.finalize_meta_before_wait();
+  for (char const* b : {"expanded_to_permuted", "expert_weights"})
+    if (pdl::reads_verdict(c, r, fins, c.buffer_index(b), before) == pdl::Verdict::kRace)
+      v.metadata = pdl::Verdict::kRace;
+  return v;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(moefin_chain_kernels_agree_with_the_chain_description,
+                     *utf::precondition(ToolsPresent())) {
+  // Every placement each kernel can take, in every preset, with both finalize variants of the
+  // race matrix and both metadata placements: trigger, waits, pre-wait reads, reads after the
+  // wait and writes, kernel by kernel.
+  std::size_t compared = 0;
+  for (chain::Preset p : chain::kAllPresets)
+    for (auto const& cfg0 : race::trigger_variants(chain::preset_config(p), false))
+      for (bool meta : {true, false})
+        for (char const* variant : {"small_batch", "small_batch_nosplit", "small_batch_late_trigger",
+                                    "small_batch_meta_after_wait", "scalar", "vecload"}) {
+          chain::ChainConfig cfg = cfg0;
+          cfg.metadata_before_wait = meta;
+          chain::LayerPlan const layer =
+              chain::make_layer_plan(cfg, finalize::variant(variant, "audit"));
+          audit::Launches const l = audit_plan::moefin_launches(layer);
+          auto const plan = audit_plan::moefin_plan(layer);
+          auto const audited = chain_program().audit_launches(l);
+          BOOST_TEST_REQUIRE(plan.size() == l.launches.size());
+          for (std::size_t i = 0; i < plan.size(); ++i) {
+            auto const seen =
+                audit::observe(audited[i].kernel, buffer_map(l.launches[i], audited[i].kernel));
+            auto const diff = audit::compare_plan(plan[i], seen);
+            for (auto const& d : diff)
+              BOOST_ERROR(chain::describe(cfg)
+                          << " " << variant << ": " << plan[i].name << ": " << d);
+            ++compared;
+          }
+        }
+  BOOST_TEST_MESSAGE(compared << " kernel descriptions compared with their binaries");
+  BOOST_TEST(compared > 300u);
+}
+
+BOOST_AUTO_TEST_CASE(a_mutant_that_triggers_before_its_wait_turns_the_chain_into_a_race,
+                     *utf::precondition(ToolsPresent())) {
+  // Permute is the only kernel between routing and finalize that waits before it triggers.
+  chain::ChainConfig cfg = chain::preset_config(chain::Preset::kAllEarly);
+  cfg.at(chain::Kernel::kPermute).trigger = Trigger::kAfterWait;
+  auto const& small_batch = finalize::variant("small_batch", "audit");
+  chain::LayerPlan const layer = chain::make_layer_plan(cfg, small_batch);
+  BOOST_TEST((chain::verify_cell(cfg, small_batch, false).metadata == pdl::Verdict::kOrdered));
+  BOOST_TEST((audited_cell(cfg, "small_batch", false).metadata == pdl::Verdict::kOrdered));
+  audit_plan::MoefinLaunchOptions m;
+  m.permute_kernel = "moefin::permute::permute_kernel_mutant";
+  audit::Launches const l = audit_plan::moefin_launches(layer, m);
+  auto const audited = chain_program().audit_launches(l);
+  audit::AuditedKernel const& mutant = audited.at(1).kernel;
+  BOOST_TEST(mutant.facts.trigger_before_wait);
+  BOOST_TEST(!mutant.facts.trigger_without_wait.empty());
+  auto const diff = audit::compare_plan(audit_plan::moefin_plan(layer).at(1),
+                                        audit::observe(mutant, buffer_map(l.launches[1], mutant)));
+  BOOST_TEST_REQUIRE(diff.size() == 1u);
+  BOOST_TEST(diff[0] == "trigger: planned after_wait, the binary entry");
+  BOOST_TEST((audited_cell(cfg, "small_batch", false, m).metadata == pdl::Verdict::kRace));
+  BOOST_TEST((audited_cell(cfg, "small_batch", true, m).metadata == pdl::Verdict::kRace));
+}
+
+BOOST_AUTO_TEST_CASE(the_race_matrix_agrees_with_the_chain_read_from_the_binaries,
+                     *utf::precondition(ToolsPresent())) {
+  // As test_pdl_gpu_agreement, with each cell's chain derived from the kernels' SASS under the
+  // cell's knob values instead of the hand description: a race seen on the GPU is a race, and a
+  // chain the verifier orders showed nothing.
+  std::vector<std::string> files;
+  for (auto const& e : fs::directory_iterator(fs::path(MOEFIN_SOURCE_DIR) / "data" / "h200"))
+    if (e.path().extension() == ".h5" &&
+        e.path().filename().string().find("race") != std::string::npos)
+      files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  BOOST_TEST_REQUIRE(files.size() >= 2u);
+  std::map<std::string, chain::CellVerdict> memo;
+  std::size_t rows = 0, observed = 0, disagreements = 0, races = 0;
+  for (auto const& f : files) {
+    h5::ResultReader reader(f);
+    h5::Table const t = reader.read_table("race_matrix");
+    h5::Provenance const& root = reader.provenance();
+    auto const launch = root.find("launch");
+    bool const graph = launch == root.end() || launch->second == "graph";
+    for (std::size_t i = 0; i < t.rows; ++i) {
+      chain::ChainConfig const cfg = race::row_config(t, i, root);
+      std::string const variant = t.strings.at("finalize")[i];
+      std::string const key = chain::describe(cfg) + variant + (graph ? "g" : "s");
+      auto it = memo.find(key);
+      if (it == memo.end())
+        it = memo.emplace(key, audited_cell(cfg, variant, graph)).first;
+      chain::CellVerdict const& v = it->second;
+      bool const seen = t.ints.at("stale_iterations")[i] > 0 || t.ints.at("stale_reads")[i] > 0 ||
+                        t.ints.at("mismatches")[i] > 0;
+      bool const race = v.metadata == pdl::Verdict::kRace;
+      observed += seen;
+      races += race;
+      if (seen && !race) {
+        ++disagreements;
+        BOOST_ERROR(f << " row " << i << " (" << t.keys()[i]
+                      << "): a race seen on the GPU, the audit-derived chain orders it");
+      }
+      // The hand description and the binaries give the same verdict on every cell.
+      chain::CellVerdict const hand = race::row_verdict(t, i, root);
+      BOOST_TEST((hand.metadata == v.metadata), f << " row " << i << " (" << t.keys()[i] << ")");
+      ++rows;
+    }
+  }
+  BOOST_TEST_MESSAGE(rows << " race-matrix rows, " << observed << " with a race seen, " << races
+                          << " races for the audit-derived chain, " << disagreements
+                          << " disagreements (" << memo.size() << " distinct chains)");
+  BOOST_TEST(disagreements == 0u);
+  BOOST_TEST(observed > 0u);
+  BOOST_TEST(rows > 300u);
+}
