@@ -24,6 +24,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <set>
 
 namespace moefin::cmd {
 
@@ -73,9 +74,10 @@ int check_finalize(cli::Args const& args) {
       "routing distributions; DIST/epN keeps 1/N of the 256 experts local (the rest dropped). "
       "Distributions the routing generator does not implement are skipped with a note")(
       "variants", cli::po::value(&variants)->default_value(fin::join(fin::check_variant_names())),
-      "finalize variants to check (any registered one)")("hidden-pad",
-                                                         cli::po::value(&pad)->default_value(0),
-                                                         "hidden_padded = hidden + PAD (0..1024)")(
+      "finalize variants to check (any registered one; small_batch_v2/candidates[/exit]: every "
+      "small_batch_v2 geometry candidate of the grid's top-K values)")(
+      "hidden-pad", cli::po::value(&pad)->default_value(0),
+      "hidden_padded = hidden + PAD (0..1024)")(
       "tolerance", cli::po::value(&tolerance)->default_value(fin::kBf16Tolerance, "4e-3"),
       "bf16: max error relative to the output's peak")(
       "max-minutes", cli::po::value(&max_minutes)->default_value(0),
@@ -91,7 +93,7 @@ int check_finalize(cli::Args const& args) {
   cli::check_range("--tolerance", tolerance, 1e-7, 1.0);
   cli::check_range("--max-minutes", max_minutes, 0.0, 1e6);
   auto const shapes = fin::parse_grid(g);
-  auto const vlist = fin::parse_variants("--variants", variants);
+  auto const vlist = fin::parse_variants("--variants", fin::expand_v2_candidates(variants, shapes));
   std::vector<fin::RoutingCase> cases;
   for (auto const& rc : fin::parse_routing_cases("--routings", routings)) {
     std::string why;
@@ -130,6 +132,7 @@ int check_finalize(cli::Args const& args) {
   std::size_t left = 0;
   std::unique_ptr<fin::RowPool> pool; // shapes come grouped by H: one pool at a time
   std::map<std::int64_t, bool> noted_unaligned;
+  std::set<std::string> noted_unfit;
 
   for (std::size_t si = 0; si < shapes.size(); ++si) {
     auto const& shape = shapes[si];
@@ -167,6 +170,15 @@ int check_finalize(cli::Args const& args) {
       int passed = 0;
       for (auto const* v : todo) {
         fin::Verdict verdict;
+        try {
+          (void)finalize::plan(d.params, v->options);
+        } catch (InputError const& e) {
+          // e.g. a small_batch_v2 geometry candidate that does not fit this top-K
+          if (noted_unfit.insert(v->name + "," + std::to_string(shape.top_k)).second)
+            std::cout << "note: " << v->name << " not run at K=" << shape.top_k << ": " << e.what()
+                      << "\n";
+          continue;
+        }
         try {
           if (v->entry->fp8_output) {
             auto const out = fin::run_fp8(d, v->options, stream.get());

@@ -34,15 +34,21 @@ int sweep_layer(cli::Args const& args) {
       "layer's timeline (groups timeline_layer_N)")(
       "published", po::value<std::string>()->default_value(chain_tables::default_published_dir()),
       "folder of whole_op_speedup.csv and pdl_ordering_speedup.csv")(
-      "print", po::value<std::string>(), "print the tables of FILE's /layer_sweep and exit");
+      "print", po::value<std::string>(), "print the tables of FILE's /layer_sweep and exit")(
+      "finalize", po::value<std::string>()->default_value("new,previous"),
+      "finalize choices timed in the same rounds: new, previous (the dispatch rule with or "
+      "without small_batch) or a finalize variant forced at every T, e.g. small_batch_v2 or "
+      "fused (no finalize launch: GEMM2 reduces in its epilogue); speedup_finalize is "
+      "previous/this when previous is among them");
   // The kernels' own policies (two CTAs per SM) and the driver's carveout: the layer as it runs.
   chain_run::add_residency_options(desc, chain_run::Residency{2, false});
   cli::add_output_options(desc, "layer_sweep.h5");
   po::variables_map vm;
-  if (!cli::parse("sweep layer",
-                  "[--shapes S] [--tokens T] [--rounds N] [--layers N] [--ctas-per-sm N] "
-                  "[--carveout C] [--stamps[=T,..]] [--print FILE] [--out FILE]",
-                  desc, args, vm))
+  if (!cli::parse(
+          "sweep layer",
+          "[--shapes S] [--tokens T] [--finalize L] [--rounds N] [--layers N] [--ctas-per-sm N] "
+          "[--carveout C] [--stamps[=T,..]] [--print FILE] [--out FILE]",
+          desc, args, vm))
     return kExitOk;
   std::string const published = vm["published"].as<std::string>();
   if (vm.count("print")) {
@@ -68,6 +74,19 @@ int sweep_layer(cli::Args const& args) {
     for (auto T : tokens)
       chain::validate(s, T, tile_m);
   chain_tables::read_published(published + "/whole_op_speedup.csv"); // fail early on a bad path
+  struct Config {
+    chain::FinalizeChoice fin;
+    chain::Preset placement;
+  };
+  // Every finalize choice at both placements; a row's partners are the previous finalize at the
+  // same placement and the same finalize at seed-before.
+  std::vector<Config> configs;
+  for (chain::Preset pl : {chain::Preset::kSeedAfter, chain::Preset::kSeedBefore})
+    for (auto const& f : chain::split_list(vm["finalize"].as<std::string>(), "--finalize")) {
+      chain::ChainConfig c;
+      chain::apply_overrides(c, "finalize.variant=" + f, "--finalize");
+      configs.push_back({c.finalize, pl});
+    }
 #ifdef MOEFIN_HAVE_CUDA
   chain_run::require_device("sweep layer");
   auto file = h5::ResultWriter::open(vm["out"].as<std::string>(), vm["resume"].as<std::string>(),
@@ -79,15 +98,12 @@ int sweep_layer(cli::Args const& args) {
                           "distinct routings, PDL on, interleaved rounds; speedup_finalize = "
                           "previous/this at the same placement, speedup_placement = "
                           "seed-before/this with the same finalize (paired medians, 95% CI)");
-  struct Config {
-    chain::FinalizeChoice fin;
-    chain::Preset placement;
+  auto partner = [&](chain::FinalizeChoice const& fin, chain::Preset pl) -> long {
+    for (std::size_t j = 0; j < configs.size(); ++j)
+      if (configs[j].fin == fin && configs[j].placement == pl)
+        return static_cast<long>(j);
+    return -1;
   };
-  std::array<Config, 4> const configs = {
-      Config{chain::FinalizeChoice::dispatch_new(), chain::Preset::kSeedAfter},
-      Config{chain::FinalizeChoice::dispatch_previous(), chain::Preset::kSeedAfter},
-      Config{chain::FinalizeChoice::dispatch_new(), chain::Preset::kSeedBefore},
-      Config{chain::FinalizeChoice::dispatch_previous(), chain::Preset::kSeedBefore}};
   auto key_of = [](chain::LayerShape const& s, std::int64_t T, Config const& c) {
     return "shape=" + s.name + ",T=" + std::to_string(T) + ",finalize=" + c.fin.name() +
            ",placement=" + chain::preset_name(c.placement);
@@ -126,14 +142,14 @@ int sweep_layer(cli::Args const& args) {
       for (int i = 0; i < layers; ++i)
         seeds[static_cast<std::size_t>(i)] = chain::routing_seed(seed, shape, T, i);
       runner.set_routings(seeds);
-      std::array<chain::ChainConfig, 4> cfgs;
+      std::vector<chain::ChainConfig> cfgs(configs.size());
       for (std::size_t c = 0; c < configs.size(); ++c) {
         cfgs[c] = chain::preset_config(configs[c].placement);
         cfgs[c].finalize = configs[c].fin;
         runner.time_layers(cfgs[c], true); // build the graph, warm the caches
         runner.time_layers(cfgs[c], true);
       }
-      std::array<std::vector<double>, 4> t;
+      std::vector<std::vector<double>> t(configs.size());
       for (int r = 0; r < rounds; ++r)
         for (std::size_t j = 0; j < configs.size(); ++j) {
           std::size_t const c = (j + static_cast<std::size_t>(r)) % configs.size();
@@ -141,13 +157,17 @@ int sweep_layer(cli::Args const& args) {
         }
       for (std::size_t c = 0; c < configs.size(); ++c) {
         auto const s = stats::summarize(t[c]);
-        // Partner rows: same placement other finalize (c ^ 1), same finalize other placement (c ^
-        // 2).
-        bool const is_new = !configs[c].fin.previous;
-        bool const is_after = configs[c].placement == chain::Preset::kSeedAfter;
+        // Partner rows: the previous finalize at the same placement, this finalize at
+        // seed-before (ratio 1 for the partner rows themselves and where one was not timed).
+        long const pf = partner(chain::FinalizeChoice::dispatch_previous(), configs[c].placement);
+        long const pp = partner(configs[c].fin, chain::Preset::kSeedBefore);
         stats::RatioEstimate one{1.0, 1.0, 1.0, t[c].size()};
-        auto const rf = is_new ? stats::paired_ratio(t[c ^ 1], t[c]) : one;
-        auto const rp = is_after ? stats::paired_ratio(t[c ^ 2], t[c]) : one;
+        auto const rf = pf >= 0 && static_cast<std::size_t>(pf) != c
+                            ? stats::paired_ratio(t[static_cast<std::size_t>(pf)], t[c])
+                            : one;
+        auto const rp = pp >= 0 && static_cast<std::size_t>(pp) != c
+                            ? stats::paired_ratio(t[static_cast<std::size_t>(pp)], t[c])
+                            : one;
         h5::Row row;
         row.set("shape", shape.name)
             .set("H", shape.hidden)
@@ -180,7 +200,8 @@ int sweep_layer(cli::Args const& args) {
                                     key_of(shape, T, configs[c]));
       }
       progress.step(shape.name + " T=" + std::to_string(T) + ": " +
-                    std::to_string(stats::median(t[0])) + " us/layer (new, seed-after)");
+                    std::to_string(stats::median(t[0])) + " us/layer (" + configs[0].fin.name() +
+                    ", seed-after)");
     }
   }
   progress.finish();

@@ -27,7 +27,8 @@ struct LaunchDescriptor {
   // Finalize: the Options handed to finalize::run (variant, the run's metadata placement, the
   // same PDL knobs); the CUDA side adds the snapshot pointer when `snapshot` is set.
   finalize::Options finalize;
-  bool snapshot = false; // finalize records its pre-wait indices; the checksum hashes them
+  bool snapshot = false;       // finalize records its pre-wait indices; the checksum hashes them
+  bool fused_finalize = false; // GEMM2 reduces in its epilogue (gemm::run_fused)
 };
 
 /// The launches of one layer of `plan` under `run`, in stream order.
