@@ -7,7 +7,7 @@
 #include "core/ops/errors.hpp"
 #include "core/pdl/verifier.hpp"
 #include "core/router_scores.hpp"
-#include "experiments/race_cells.hpp"
+#include "experiments/chain/race_cells.hpp"
 #include "reference/kokkos_env.hpp"
 #include "reference/routing.hpp"
 

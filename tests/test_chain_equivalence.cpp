@@ -4,7 +4,8 @@
 #include "tests/gpu_main.hpp"
 
 #include "core/rng.hpp"
-#include "experiments/chain_run.hpp"
+#include "experiments/chain/reference_chain.hpp"
+#include "experiments/chain/run.hpp"
 #include "kernels/chain/chain.hpp"
 #include "reference/kokkos_env.hpp"
 

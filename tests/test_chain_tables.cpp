@@ -6,8 +6,8 @@
 #include "core/h5store.hpp"
 #include "core/ops/errors.hpp"
 #include "core/pdl/verifier.hpp"
-#include "experiments/chain_run.hpp"
-#include "experiments/chain_tables.hpp"
+#include "experiments/chain/run.hpp"
+#include "experiments/results/chain_tables.hpp"
 
 #include <unistd.h>
 

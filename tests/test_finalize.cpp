@@ -8,9 +8,9 @@
 #include "core/h5store.hpp"
 #include "core/ops/errors.hpp"
 #include "core/ops/pdl_knobs.hpp"
-#include "experiments/finalize_grid.hpp"
-#include "experiments/finalize_inputs.hpp"
-#include "experiments/finalize_table.hpp"
+#include "experiments/finalize/cases.hpp"
+#include "experiments/finalize/grid.hpp"
+#include "experiments/results/finalize_tables.hpp"
 #include "kernels/finalize/finalize.hpp"
 #include "kernels/finalize/finalize_policy.hpp"
 #include "tests/sweep_file.hpp"
@@ -310,7 +310,7 @@ BOOST_AUTO_TEST_CASE(host_cases_poison_what_finalize_must_not_read) {
   std::int64_t nan_rows = 0;
   for (std::int64_t r = 0; r < c.num_rows(); ++r) {
     bool const routed = c.layout.permuted_to_token[static_cast<std::size_t>(r)] >= 0;
-    auto const* row = c.gemm_out.data() + r * 1008;
+    auto const* row = c.inputs.gemm_out.data() + r * 1008;
     bool const nan_row = std::all_of(row, row + 1008, [](auto b) { return (b & 0x7fff) > 0x7f80; });
     nan_rows += nan_row;
     BOOST_TEST((routed ? !nan_row : nan_row));
@@ -320,10 +320,10 @@ BOOST_AUTO_TEST_CASE(host_cases_poison_what_finalize_must_not_read) {
     }
   }
   BOOST_TEST(nan_rows == c.num_rows() - c.valid_rows);
-  BOOST_TEST(c.in_scales.size() == static_cast<std::size_t>(c.num_rows() * 8));
+  BOOST_TEST(c.inputs.in_scales.size() == static_cast<std::size_t>(c.num_rows() * 8));
   // The same seed builds the same case.
   auto const again = fin::make_case(c.shape, 1008, c.routing, 11, pool, true);
-  BOOST_TEST((again.gemm_out == c.gemm_out));
+  BOOST_TEST((again.inputs.gemm_out == c.inputs.gemm_out));
   BOOST_TEST((again.layout.expanded_to_permuted == c.layout.expanded_to_permuted));
 }
 

@@ -11,8 +11,9 @@
 #include "core/chain/verifier_chain.hpp"
 #include "core/ops/errors.hpp"
 #include "core/ops/layer_plan.hpp"
-#include "experiments/finalize_grid.hpp"
-#include "experiments/race_cells.hpp"
+#include "experiments/finalize/grid.hpp"
+#include "experiments/chain/race_cells.hpp"
+#include "kernels/chain/chain_launches.hpp"
 #include "kernels/finalize/finalize.hpp"
 #include "kernels/finalize/small_batch_v2.hpp"
 

@@ -5,8 +5,8 @@
 // off and under every trigger placement and injected delay, a deterministic combine, complete
 // stamps and snapshots, and launches that can be captured in a CUDA graph.
 
-#include "experiments/finalize_device.hpp"
-#include "experiments/finalize_verify.hpp"
+#include "experiments/finalize/device_case.hpp"
+#include "experiments/finalize/verify.hpp"
 #include "kernels/finalize/finalize.hpp"
 #include "reference/kokkos_env.hpp"
 

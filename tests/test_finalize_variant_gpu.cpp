@@ -6,10 +6,11 @@
 
 #include "core/chain/presets.hpp"
 #include "core/h5store.hpp"
-#include "experiments/chain_run.hpp"
+#include "experiments/chain/reference_chain.hpp"
+#include "experiments/chain/run.hpp"
 #include "experiments/commands.hpp"
-#include "experiments/finalize_device.hpp"
-#include "experiments/finalize_verify.hpp"
+#include "experiments/finalize/device_case.hpp"
+#include "experiments/finalize/verify.hpp"
 #include "kernels/chain/chain.hpp"
 #include "reference/kokkos_env.hpp"
 

@@ -10,7 +10,7 @@
 #include "core/chain/presets.hpp"
 #include "core/chain/verifier_chain.hpp"
 #include "core/ops/layer_plan.hpp"
-#include "experiments/race_cells.hpp"
+#include "experiments/chain/race_cells.hpp"
 #include "kernels/chain/chain_launches.hpp"
 #include "kernels/finalize/finalize.hpp"
 

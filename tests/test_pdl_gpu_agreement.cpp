@@ -9,7 +9,7 @@
 
 #include "core/h5store.hpp"
 #include "core/pdl/verifier.hpp"
-#include "experiments/race_cells.hpp"
+#include "experiments/chain/race_cells.hpp"
 #include "kernels/common/pdl_probe.hpp"
 
 #include <algorithm>

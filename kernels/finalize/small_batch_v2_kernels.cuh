@@ -12,10 +12,11 @@
 //   after the wait: at most kL independent 128-bit loads per thread, fused multiply-adds in
 //     ascending j, then a butterfly of xor shuffles over the G lanes of a chunk (a fixed tree:
 //     the same bits on every run), and lane g = 0 stores the chunk.
-// Ablation switches (V2Ingredient) undo one ingredient each: shared-memory combine instead of
+// Ablation switches (v2::Ingredient) undo one ingredient each: shared-memory combine instead of
 // shuffles, per-thread metadata reads instead of the broadcast, addresses after the wait.
 
 #include "kernels/finalize/finalize_kernels.cuh"
+#include "kernels/finalize/small_batch_v2.hpp"
 
 #include <type_traits>
 
@@ -25,7 +26,7 @@ namespace moefin::finalize::kernels {
 struct V2Args {
   std::int32_t log2_groups = 0; // G = 1 << log2_groups top-K groups per chunk
   std::int32_t per_thread = 1;  // experts of one thread (<= kL)
-  std::uint32_t ablate = 0;     // instrumented kernels only: V2Ingredient bits switched off
+  std::uint32_t ablate = 0;     // instrumented kernels only: v2::Ingredient bits switched off
 };
 
 inline constexpr int kV2MaxThreads = 512;
@@ -54,7 +55,7 @@ template <int kL, class K, std::uint32_t kOff>
 __global__ void __launch_bounds__(kV2MaxThreads, 1)
     finalize_small_batch_v2(FinalizeParams const p, V2Args const a, K const k) {
   constexpr bool kInstrumented = std::is_same_v<K, Knobs>;
-  constexpr bool kMaySmem = kInstrumented || (kOff & kV2Shuffle) != 0;
+  constexpr bool kMaySmem = kInstrumented || (kOff & v2::kShuffle) != 0;
   CtaStamps st(k);
   trigger_if(k, Trigger::kEntry, st);
 
@@ -74,7 +75,7 @@ __global__ void __launch_bounds__(kV2MaxThreads, 1)
   std::int32_t perm[kL];
   float w[kL];
   auto read_metadata = [&] {
-    if (v2_on<K, kOff>(a, kV2Broadcast)) {
+    if (v2_on<K, kOff>(a, v2::kBroadcast)) {
       bool const wide = top_k > 32; // uniform: two metadata registers per lane
       std::int32_t mp0 = -1, mp1 = -1;
       float mw0 = 0.0f, mw1 = 0.0f;
@@ -134,7 +135,7 @@ __global__ void __launch_bounds__(kV2MaxThreads, 1)
 
   if (k.meta_first())
     read_metadata();
-  if (k.meta_first() && v2_on<K, kOff>(a, kV2EarlyAddress)) {
+  if (k.meta_first() && v2_on<K, kOff>(a, v2::kEarlyAddress)) {
     addresses();
     // ptxas keeps memory operations on their side of griddepcontrol.wait but moves arithmetic
     // across it (without this, the address arithmetic lands after the wait). A shared-memory
@@ -170,7 +171,7 @@ __global__ void __launch_bounds__(kV2MaxThreads, 1)
     fma8(acc, w[j], v[j]);
 
   if (groups > 1) {
-    if (v2_on<K, kOff>(a, kV2Shuffle)) {
+    if (v2_on<K, kOff>(a, v2::kShuffle)) {
       for (int o = groups >> 1; o > 0; o >>= 1)
 #pragma unroll
         for (int i = 0; i < 8; ++i)

@@ -3,7 +3,9 @@
 - core/ includes nothing from kernels/, reference/ or experiments/;
 - core/ops/ (the contract floor) is header-only and includes only core/ops/ and the C++ standard
   library: no CUDA, no Boost, no HDF5;
-- no CUDA unit (.cu, .cuh) needs Boost (the command line stays above the kernels).
+- no CUDA unit (.cu, .cuh) needs Boost (the command line stays above the kernels);
+- experiments/ holds only main.cpp and the command table at its top; runners live in family
+  folders (harness, finalize, chain, pdl, routing, results).
 """
 import pathlib
 import re
@@ -47,3 +49,15 @@ def test_cuda_units_need_no_boost():
     bad = [f"{p.relative_to(ROOT)}: {name}" for p in units for kind, name in includes(p)
            if name.startswith("boost/") or name == "core/cli.hpp"]
     assert not bad, "; ".join(bad)
+
+
+FAMILIES = ("harness", "finalize", "chain", "pdl", "routing", "results")
+
+
+def test_experiments_runners_live_in_family_folders():
+    top = sorted(p.name for p in (ROOT / "experiments").iterdir() if p.is_file())
+    assert top == ["CMakeLists.txt", "commands.cpp", "commands.hpp", "main.cpp"], top
+    folders = sorted(p.name for p in (ROOT / "experiments").iterdir() if p.is_dir())
+    unknown = [f for f in folders if f not in FAMILIES and f != "__pycache__"]
+    # A new family is a new folder; name it in FAMILIES with what it holds.
+    assert not unknown, f"experiments/ folders outside the families {FAMILIES}: {unknown}"

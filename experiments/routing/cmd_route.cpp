@@ -2,7 +2,7 @@
 
 #include "core/finalize_inputs.hpp"
 #include "experiments/commands.hpp"
-#include "experiments/routing_io.hpp"
+#include "experiments/routing/routing_file.hpp"
 
 #include <cstdio>
 #include <iostream>

@@ -1,18 +1,18 @@
-#include "experiments/finalize_device.hpp"
+#include "experiments/finalize/device_case.hpp"
 
 #include "kernels/finalize/finalize_policy.hpp"
 
 namespace moefin::fin {
 
 DeviceCase::DeviceCase(HostCase const& c) {
-  gemm_out.upload(c.gemm_out);
+  gemm_out.upload(c.inputs.gemm_out);
   perm.upload(c.layout.expanded_to_permuted);
   if (c.shape.weights == finalize::WeightType::kBf16)
     weights.upload(c.r.weights_bf16);
   else if (c.shape.weights == finalize::WeightType::kFp32)
     weights.upload(c.r.weights);
-  if (!c.in_scales.empty())
-    in_scales.upload(c.in_scales);
+  if (!c.inputs.in_scales.empty())
+    in_scales.upload(c.inputs.in_scales);
   std::int64_t const t = c.shape.tokens, h = c.shape.hidden;
   out = dev::Buffer(static_cast<std::size_t>(t * h) * 2);
   std::int64_t const blocks =

@@ -9,10 +9,10 @@
 #include "core/pdl/verifier.hpp"
 #include "core/stats.hpp"
 #include "experiments/commands.hpp"
-#include "experiments/finalize_run.hpp"
-#include "experiments/routing_io.hpp"
-#include "experiments/report_runner.hpp"
-#include "experiments/finalize_table.hpp"
+#include "experiments/finalize/reference_run.hpp"
+#include "experiments/results/finalize_tables.hpp"
+#include "experiments/results/report_runner.hpp"
+#include "experiments/routing/routing_file.hpp"
 
 #include <algorithm>
 #include <chrono>

@@ -1,4 +1,4 @@
-#include "experiments/race_cells.hpp"
+#include "experiments/chain/race_cells.hpp"
 
 #include "core/ops/errors.hpp"
 #include "kernels/finalize/finalize.hpp"

@@ -3,7 +3,7 @@
 // for the command line, the notebooks and the tests); this command finds the project's Python
 // environment and hands over to it, so the options and messages are the package's own.
 
-#include "experiments/report_runner.hpp"
+#include "experiments/results/report_runner.hpp"
 
 #include "core/ops/errors.hpp"
 #include "experiments/commands.hpp"

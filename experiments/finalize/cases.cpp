@@ -1,4 +1,4 @@
-#include "experiments/finalize_inputs.hpp"
+#include "experiments/finalize/cases.hpp"
 
 #include "core/bf16.hpp"
 #include "core/cli.hpp"
@@ -40,32 +40,8 @@ std::vector<RoutingCase> parse_routing_cases(std::string const& flag, std::strin
   return out;
 }
 
-RowPool::RowPool(std::int64_t hidden, std::int64_t hidden_padded, std::uint64_t seed)
-    : hidden_(hidden), hidden_padded_(hidden_padded), seed_(seed) {}
-
-std::uint16_t const* RowPool::rows(std::int64_t n) {
-  auto const have = static_cast<std::int64_t>(data_.size()) / hidden_padded_;
-  if (n > have) {
-    data_.resize(static_cast<std::size_t>(n * hidden_padded_), kBf16Poison);
-    for (std::int64_t r = have; r < n; ++r) {
-      auto const row = random_bf16(static_cast<std::size_t>(hidden_),
-                                   Rng::mix(seed_, static_cast<std::uint64_t>(r)));
-      std::copy(row.begin(), row.end(), data_.begin() + r * hidden_padded_);
-    }
-  }
-  return data_.data();
-}
-
 finalize::FinalizeParams HostCase::params(void* out, float* out_scales) const {
-  finalize::FinalizeParams p = shape_params(shape, hidden_padded);
-  p.gemm_out = gemm_out.data();
-  p.expanded_to_permuted = layout.expanded_to_permuted.data();
-  p.num_rows = num_rows();
-  p.expert_weights = expert_weights_of(r, shape.weights);
-  p.in_scales = in_scales.empty() ? nullptr : in_scales.data();
-  p.out = out;
-  p.out_scales = out_scales;
-  return p;
+  return finalize_params(r, layout, inputs, shape.weights, out, out_scales);
 }
 
 std::int64_t HostCase::min_bytes() const {
@@ -94,26 +70,11 @@ HostCase make_case(Shape const& shape, std::int64_t hidden_padded, RoutingCase c
   std::int64_t const local = kExperts / routing.ep;
   c.layout = build_layout(c.r, kTile, (kExperts - local) / 2, local);
 
-  std::int64_t const rows = c.num_rows();
-  std::int64_t const hp = hidden_padded;
-  c.gemm_out.assign(static_cast<std::size_t>(rows * hp), kBf16Poison);
-  std::uint16_t const* src = pool.rows(rows);
-  for (std::int64_t r = 0; r < rows; ++r)
-    if (c.layout.permuted_to_token[static_cast<std::size_t>(r)] >= 0) {
-      std::memcpy(c.gemm_out.data() + r * hp, src + r * hp, static_cast<std::size_t>(hp) * 2);
-      ++c.valid_rows;
-    }
+  c.inputs = make_finalize_inputs(c.layout, pool, seed, with_scales);
+  for (auto const t : c.layout.permuted_to_token)
+    c.valid_rows += t >= 0;
   auto const pairs = static_cast<double>(c.layout.expanded_to_permuted.size());
   c.dropped = pairs > 0 ? 1.0 - static_cast<double>(c.valid_rows) / pairs : 0.0;
-
-  if (with_scales) {
-    std::int64_t const blocks =
-        (hp + finalize::Policy::kScaleBlock - 1) / finalize::Policy::kScaleBlock;
-    c.in_scales.resize(static_cast<std::size_t>(rows * blocks));
-    Rng rng(Rng::mix(seed, 0x5ca1e));
-    for (auto& s : c.in_scales)
-      s = static_cast<float>(rng.uniform(0.25, 4.0));
-  }
   return c;
 }
 

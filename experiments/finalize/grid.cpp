@@ -1,4 +1,4 @@
-#include "experiments/finalize_grid.hpp"
+#include "experiments/finalize/grid.hpp"
 
 #include "core/cli.hpp"
 #include "core/finalize_inputs.hpp"

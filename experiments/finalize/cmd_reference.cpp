@@ -2,8 +2,8 @@
 // a seeded GEMM-output tensor, written to HDF5 (groups /route and /finalize).
 
 #include "experiments/commands.hpp"
-#include "experiments/finalize_run.hpp"
-#include "experiments/routing_io.hpp"
+#include "experiments/finalize/reference_run.hpp"
+#include "experiments/routing/routing_file.hpp"
 
 #include <cstdio>
 #include <iostream>

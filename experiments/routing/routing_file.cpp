@@ -1,4 +1,4 @@
-#include "experiments/routing_io.hpp"
+#include "experiments/routing/routing_file.hpp"
 
 #include "core/finalize_inputs.hpp"
 

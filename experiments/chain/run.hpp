@@ -1,6 +1,6 @@
 #pragma once
 // Running the chain for the experiments: slot comparisons, series of batches, replays of a
-// mismatch with full buffer dumps, and the Kokkos reference of a whole layer.
+// mismatch with full buffer dumps, timelines, and where the resident-wave kernels may sit.
 
 #include "core/chain/presets.hpp"
 #include "core/chain/shape.hpp"
@@ -43,14 +43,6 @@ struct Replay {
 };
 Replay replay(chain::LayerWeights const& w, chain::RunnerOptions opt, chain::ChainConfig const& cfg,
               std::uint64_t seed, int attempts);
-
-/// The layer's output for routing `seed` computed by the Kokkos references of the plan's kernels,
-/// in the plan's order (routing with tile 1, so no padding rows; only the experts used are
-/// copied from the device).
-std::vector<std::uint16_t> reference_output(chain::LayerPlan const& plan,
-                                            chain::LayerWeights const& w, std::int64_t tokens,
-                                            std::uint64_t seed,
-                                            std::vector<std::uint16_t> const& hidden);
 
 /// max |a - b| / max |b| over bf16 arrays of n elements; +inf when a has a NaN.
 double max_rel_err(std::uint16_t const* a, std::uint16_t const* b, std::size_t n);

@@ -4,10 +4,11 @@
 
 #include "core/ops/errors.hpp"
 #include "core/rng.hpp"
-#include "experiments/chain_run.hpp"
-#include "experiments/chain_tables.hpp"
+#include "experiments/chain/reference_chain.hpp"
+#include "experiments/chain/run.hpp"
 #include "experiments/commands.hpp"
-#include "experiments/progress.hpp"
+#include "experiments/harness/progress.hpp"
+#include "experiments/results/chain_tables.hpp"
 
 #include <chrono>
 #include <iostream>

@@ -9,14 +9,14 @@
 #include "core/h5store.hpp"
 #include "core/rng.hpp"
 #include "experiments/commands.hpp"
-#include "experiments/finalize_grid.hpp"
-#include "experiments/finalize_inputs.hpp"
-#include "experiments/finalize_verify.hpp"
-#include "experiments/progress.hpp"
-#include "experiments/run_limit.hpp"
+#include "experiments/finalize/cases.hpp"
+#include "experiments/finalize/grid.hpp"
+#include "experiments/finalize/verify.hpp"
+#include "experiments/harness/progress.hpp"
+#include "experiments/harness/run_limit.hpp"
 
 #ifdef MOEFIN_HAVE_CUDA
-#include "experiments/finalize_device.hpp"
+#include "experiments/finalize/device_case.hpp"
 #endif
 
 #include <algorithm>

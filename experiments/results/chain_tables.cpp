@@ -1,4 +1,4 @@
-#include "experiments/chain_tables.hpp"
+#include "experiments/results/chain_tables.hpp"
 
 #include "core/ops/errors.hpp"
 

@@ -1,11 +1,13 @@
 #pragma once
-// Host inputs of one finalize configuration: a routing, its permuted layout and a GEMM output
-// whose rows finalize may read. Rows it must not read (tile padding) and columns past `hidden`
-// hold NaN, so that any read outside the layout poisons the output and fails the check.
+// The cases of the finalize experiments: a routing of the experiment's routing distribution, its
+// permuted layout and the seeded inputs over it (core/finalize_inputs.hpp, whose rows finalize
+// must not read hold NaN, so that any read outside the layout poisons the output and fails the
+// check).
 
+#include "core/finalize_inputs.hpp"
 #include "core/layout.hpp"
 #include "core/routing.hpp"
-#include "experiments/finalize_grid.hpp"
+#include "experiments/finalize/grid.hpp"
 
 #include <cstdint>
 #include <string>
@@ -26,21 +28,7 @@ struct RoutingCase {
 RoutingCase parse_routing_case(std::string const& flag, std::string const& text);
 std::vector<RoutingCase> parse_routing_cases(std::string const& flag, std::string const& text);
 
-/// Rows of random bf16 (never zero) for one (hidden, hidden_padded, seed); row r is the same
-/// whatever else was asked before. Columns past `hidden` are NaN.
-class RowPool {
-public:
-  RowPool(std::int64_t hidden, std::int64_t hidden_padded, std::uint64_t seed);
-  /// Pointer to rows [0, n), valid until the next call.
-  std::uint16_t const* rows(std::int64_t n);
-  std::int64_t hidden() const { return hidden_; }
-  std::int64_t hidden_padded() const { return hidden_padded_; }
-
-private:
-  std::int64_t hidden_, hidden_padded_;
-  std::uint64_t seed_;
-  std::vector<std::uint16_t> data_;
-};
+using moefin::RowPool; // the rows every case of one hidden size draws from
 
 struct HostCase {
   Shape shape;
@@ -48,10 +36,9 @@ struct HostCase {
   RoutingCase routing;
   Routing r;
   RoutingLayout layout;
-  std::vector<std::uint16_t> gemm_out; // [num_rows, hidden_padded]
-  std::vector<float> in_scales;        // [num_rows, ceil(hidden_padded / 128)] (deepseek_fp8)
-  double dropped = 0;                  // fraction of (token, expert) pairs not local
-  std::int64_t valid_rows = 0;         // rows finalize reads (not dropped, not padding)
+  FinalizeInputs inputs;       // gemm_out [num_rows, hidden_padded], in_scales (deepseek_fp8)
+  double dropped = 0;          // fraction of (token, expert) pairs not local
+  std::int64_t valid_rows = 0; // rows finalize reads (not dropped, not padding)
 
   std::int64_t num_rows() const { return layout.total_padded_rows; }
   /// Host-pointer params for the reference; `out` and `out_scales` are the caller's.

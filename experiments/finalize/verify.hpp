@@ -2,7 +2,7 @@
 // Comparison of a finalize output with the Kokkos reference: what `moefin check finalize` and
 // the gpu tests both judge by. Host only.
 
-#include "experiments/finalize_inputs.hpp"
+#include "experiments/finalize/cases.hpp"
 
 #include <cstdint>
 #include <string>

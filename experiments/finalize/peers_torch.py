@@ -34,12 +34,13 @@ SCHEMA = "moefin-results/1"
 HIDDEN = [1024, 2048, 2880, 3584, 4096, 5120, 6144, 7168]
 TOP_K = [1, 2, 4, 6, 8, 10, 16, 22, 32]
 BUDGET = 1184  # the seed's CTA budget (148 SMs x 8)
-EXPERTS = 256  # as experiments/finalize_inputs.hpp
+EXPERTS = 256  # as experiments/finalize/cases.hpp
 TILE = 8
 VARIANTS = ["torch_gather", "torch_bmm"]
 
 STORE_FIELDS = [("key", "S160"), ("sample_offset", "<i8"), ("sample_count", "<i8")]
-# The columns of /finalize_sweep, in the order moefin writes them (experiments/finalize_table.cpp).
+# The columns of /finalize_sweep, in the order moefin writes them
+# (experiments/results/finalize_tables.cpp).
 SWEEP_FIELDS = [
     ("H", "<i8"), ("T", "<i8"), ("K", "<i8"), ("weights", "S8"), ("mode", "S4"), ("l2", "S8"),
     ("variant", "S28"), ("dispatch", "S16"), ("dispatch_device", "S16"), ("in_regime", "<i8"),

@@ -1,4 +1,4 @@
-#include "experiments/finalize_table.hpp"
+#include "experiments/results/finalize_tables.hpp"
 
 #include "core/ops/errors.hpp"
 #include "core/ops/finalize_variants.hpp"

@@ -2,8 +2,8 @@
 // A host case copied to the device, and one poisoned, checked run of finalize on it (CUDA
 // builds only). Shared by `moefin check finalize`, the sweep and the gpu tests.
 
-#include "experiments/device_buffer.hpp"
-#include "experiments/finalize_inputs.hpp"
+#include "experiments/finalize/cases.hpp"
+#include "experiments/harness/device_buffer.hpp"
 
 #include <cstdint>
 #include <vector>

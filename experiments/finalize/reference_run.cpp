@@ -1,4 +1,4 @@
-#include "experiments/finalize_run.hpp"
+#include "experiments/finalize/reference_run.hpp"
 
 #include "core/rng.hpp"
 #include "reference/finalize.hpp"

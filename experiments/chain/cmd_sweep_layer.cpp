@@ -5,10 +5,11 @@
 #include "core/ops/errors.hpp"
 #include "core/rng.hpp"
 #include "core/stats.hpp"
-#include "experiments/chain_run.hpp"
-#include "experiments/chain_tables.hpp"
+#include "experiments/chain/run.hpp"
 #include "experiments/commands.hpp"
-#include "experiments/progress.hpp"
+#include "experiments/harness/progress.hpp"
+#include "experiments/harness/timing_rounds.hpp"
+#include "experiments/results/chain_tables.hpp"
 #include "kernels/chain/chain.hpp"
 
 #include <algorithm>
@@ -149,12 +150,8 @@ int sweep_layer(cli::Args const& args) {
         runner.time_layers(cfgs[c], true); // build the graph, warm the caches
         runner.time_layers(cfgs[c], true);
       }
-      std::vector<std::vector<double>> t(configs.size());
-      for (int r = 0; r < rounds; ++r)
-        for (std::size_t j = 0; j < configs.size(); ++j) {
-          std::size_t const c = (j + static_cast<std::size_t>(r)) % configs.size();
-          t[c].push_back(runner.time_layers(cfgs[c], true));
-        }
+      auto const t = bench::interleaved_rounds(
+          configs.size(), rounds, [&](std::size_t c) { return runner.time_layers(cfgs[c], true); });
       for (std::size_t c = 0; c < configs.size(); ++c) {
         auto const s = stats::summarize(t[c]);
         // Partner rows: the previous finalize at the same placement, this finalize at

@@ -1,4 +1,4 @@
-#include "experiments/finalize_verify.hpp"
+#include "experiments/finalize/verify.hpp"
 
 #include "core/bf16.hpp"
 #include "kernels/finalize/finalize_policy.hpp"

@@ -7,11 +7,11 @@
 #include "core/ops/errors.hpp"
 #include "core/pdl/chain.hpp"
 #include "core/rng.hpp"
-#include "experiments/chain_run.hpp"
-#include "experiments/chain_tables.hpp"
+#include "experiments/chain/race_cells.hpp"
+#include "experiments/chain/run.hpp"
 #include "experiments/commands.hpp"
-#include "experiments/progress.hpp"
-#include "experiments/race_cells.hpp"
+#include "experiments/harness/progress.hpp"
+#include "experiments/results/chain_tables.hpp"
 
 #include <iomanip>
 #include <iostream>

@@ -15,14 +15,15 @@
 #include "core/rng.hpp"
 #include "core/stats.hpp"
 #include "experiments/commands.hpp"
-#include "experiments/finalize_grid.hpp"
-#include "experiments/finalize_inputs.hpp"
-#include "experiments/finalize_table.hpp"
-#include "experiments/progress.hpp"
-#include "experiments/run_limit.hpp"
+#include "experiments/finalize/cases.hpp"
+#include "experiments/finalize/grid.hpp"
+#include "experiments/harness/progress.hpp"
+#include "experiments/harness/run_limit.hpp"
+#include "experiments/harness/timing_rounds.hpp"
+#include "experiments/results/finalize_tables.hpp"
 
 #ifdef MOEFIN_HAVE_CUDA
-#include "experiments/finalize_device.hpp"
+#include "experiments/finalize/device_case.hpp"
 #include "kernels/common/bench_kernels.hpp"
 #endif
 
@@ -100,22 +101,17 @@ std::string mode_key(Shape const& s, std::string const& mode, std::string const&
 #ifdef MOEFIN_HAVE_CUDA
 namespace {
 
-/// Graphs timed in interleaved rounds: a warm-up replay of each, then `rounds` rounds in which
-/// every graph is replayed once, starting one later each round. Returns milliseconds
-/// [graph][round].
+/// Graphs timed in interleaved rounds (harness/timing_rounds.hpp) after a warm-up replay of
+/// each. Returns milliseconds [graph][round].
 std::vector<std::vector<double>> time_rounds(std::vector<dev::Graph> const& graphs, int rounds,
                                              dev::Stream const& s, dev::Event const& a,
                                              dev::Event const& b) {
   for (auto const& g : graphs)
     g.launch(s.get());
   s.sync();
-  std::vector<std::vector<double>> ms(graphs.size());
-  for (int r = 0; r < rounds; ++r)
-    for (std::size_t j = 0; j < graphs.size(); ++j) {
-      std::size_t const g = (j + static_cast<std::size_t>(r)) % graphs.size();
-      ms[g].push_back(graphs[g].time_ms(s.get(), a, b));
-    }
-  return ms;
+  return bench::interleaved_rounds(graphs.size(), rounds, [&](std::size_t g) {
+    return static_cast<double>(graphs[g].time_ms(s.get(), a, b));
+  });
 }
 
 std::vector<double> per_launch_us(std::vector<double> const& ms, int launches) {
