@@ -1,5 +1,4 @@
-// Each CUDA kernel of the layer chain against its Kokkos reference on small shapes (gpu label),
-// and GEMM2 with the finalize fused into its epilogue.
+// Each CUDA kernel of the layer chain against its Kokkos reference on small shapes (gpu label).
 #include "tests/gpu_main.hpp"
 
 #include "core/bf16.hpp"
@@ -12,14 +11,12 @@
 #include "kernels/permute/permute.hpp"
 #include "kernels/routing/routing.hpp"
 #include "reference/activation.hpp"
-#include "reference/finalize.hpp"
 #include "reference/gemm.hpp"
 #include "reference/kokkos_env.hpp"
 #include "reference/permute.hpp"
 #include "reference/routing.hpp"
 #include "tests/chain_device.hpp"
 
-#include <array>
 #include <cmath>
 
 using namespace moefin;
@@ -382,101 +379,4 @@ BOOST_AUTO_TEST_CASE(device_weights_are_seeded_and_never_zero) {
   }
   BOOST_TEST(neg > n / 3);
   BOOST_TEST(neg < 2 * n / 3);
-}
-
-BOOST_AUTO_TEST_CASE(fused_finalize_gemm2_is_bitwise_the_reference_finalize_of_its_output) {
-  // Expert parallelism (a quarter of the experts local): dropped experts, and with top-2 of 64
-  // experts tokens with no local expert at all, whose output is zeros.
-  for (auto const& cfg :
-       {std::array<std::int64_t, 5>{1, 64, 8, 16, 0}, std::array<std::int64_t, 5>{9, 64, 2, 16, 1},
-        std::array<std::int64_t, 5>{20, 32, 6, 32, 2}}) {
-    std::int64_t const T = cfg[0], E = cfg[1], K = cfg[2], tile = cfg[3];
-    std::int64_t const local = E / 4, begin = E / 4, n = 192, k = 96;
-    BOOST_TEST_CONTEXT("T=" << T << " E=" << E << " K=" << K << " tile=" << tile) {
-      auto const shape = routing_shape(T, E, K, tile, begin, local);
-      auto const scores = chain::router_scores(40 + static_cast<std::uint64_t>(cfg[4]), T, E);
-      HostRouting h(shape, scores.data());
-      reference::routing(h.p);
-      std::int64_t const rows = shape.max_padded_rows;
-      auto const a = random_bf16(static_cast<std::size_t>(rows * k), 41);
-      auto const b = random_bf16(static_cast<std::size_t>(local * n * k), 42, 0.05f, 1.0f);
-      DeviceBuffer d_a(a), d_b(b), d_cta(h.cta), d_total(h.total), d_p2t(h.p2t), d_e2p(h.e2p),
-          d_w(h.weights), c(static_cast<std::size_t>(rows * n) * 2),
-          out(static_cast<std::size_t>(T * n) * 2),
-          counters(static_cast<std::size_t>(T * n / finalize::fused::kSliceCols) * 4);
-      MOEFIN_CUDA_CHECK(cudaMemset(counters.get(), 0, static_cast<std::size_t>(T * n / 16) * 4));
-      gemm::GroupedGemmParams p;
-      p.a = d_a.get();
-      p.b = d_b.get();
-      p.c = c.get();
-      p.cta_to_expert = d_cta.as<std::int32_t>();
-      p.total_padded_rows = d_total.as<std::int32_t>();
-      p.row_token = d_p2t.as<std::int32_t>();
-      p.max_rows = rows;
-      p.n = n;
-      p.k = k;
-      p.ldc = n;
-      p.tile_m = tile;
-      p.num_local_experts = local;
-      finalize::fused::FusedParams f;
-      f.fin.gemm_out = c.get();
-      f.fin.expert_weights = d_w.get();
-      f.fin.expanded_to_permuted = d_e2p.as<std::int32_t>();
-      f.fin.out = out.get();
-      f.fin.num_tokens = T;
-      f.fin.hidden = n;
-      f.fin.hidden_padded = n;
-      f.fin.top_k = K;
-      f.fin.num_rows = rows;
-      f.fin.weight_type = finalize::WeightType::kBf16;
-      f.permuted_to_token = d_p2t.as<std::int32_t>();
-      f.counters = counters.as<std::int32_t>();
-      std::vector<std::uint16_t> first;
-      for (bool pdl : {false, true}) {
-        c.poison();
-        out.poison();
-        PdlKnobs knobs;
-        knobs.pdl = pdl;
-        gemm::run_fused(p, knobs, f, nullptr);
-        auto const got_c = c.download<std::uint16_t>();
-        auto const got = out.download<std::uint16_t>();
-        // The reference finalize of the GEMM output the kernel wrote (rows past the total and
-        // padding rows are never read: they hold NaN here).
-        std::vector<std::uint16_t> want(got.size(), kBf16Poison);
-        finalize::FinalizeParams q = f.fin;
-        q.gemm_out = got_c.data();
-        q.expert_weights = h.weights.data();
-        q.expanded_to_permuted = h.e2p.data();
-        q.out = want.data();
-        reference::finalize(q);
-        BOOST_TEST(got == want, boost::test_tools::per_element());
-        for (auto v : counters.download<std::int32_t>())
-          BOOST_REQUIRE(v == 0); // left zero for the next launch
-        if (first.empty())
-          first = got;
-        BOOST_TEST((got == first), "PDL on and off differ");
-      }
-      int zero_tokens = 0;
-      for (std::int64_t t = 0; t < T; ++t) {
-        bool none = true;
-        for (std::int64_t j = 0; j < K; ++j)
-          none = none && h.e2p[static_cast<std::size_t>(t * K + j)] < 0;
-        zero_tokens += none;
-      }
-      if (cfg[4] == 1)
-        BOOST_TEST(zero_tokens > 0); // the zero path was exercised
-    }
-  }
-  gemm::GroupedGemmParams p;
-  finalize::fused::FusedParams f;
-  BOOST_CHECK_THROW(gemm::validate_fused(p, f), InputError);
-  // A consistent description, but a row tile the fused epilogue is not built for.
-  p.tile_m = 64;
-  p.n = 64;
-  p.ldc = 64;
-  p.max_rows = 64;
-  f.fin.hidden = 64;
-  f.fin.hidden_padded = 64;
-  f.fin.num_rows = 64;
-  BOOST_CHECK_THROW(gemm::validate_fused(p, f), InputError);
 }

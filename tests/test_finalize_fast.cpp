@@ -3,8 +3,8 @@
 
 // Host-only behaviour of the fast finalize paths: which launches take a lean instantiation,
 // small_batch_v2's geometry (validation, the rule, the released geometry, the candidates, the
-// policy table lookup) and plan(), its variant names, and the chain's v2 and fused finalize
-// choices as the verifier sees them.
+// policy table lookup) and plan(), its variant names, and the chain's small_batch_v2
+// choice as the verifier sees it.
 
 #include "core/chain/presets.hpp"
 #include "core/chain/shape.hpp"
@@ -254,59 +254,45 @@ BOOST_AUTO_TEST_CASE(v2_plan_and_names_reach_every_ablation) {
   BOOST_CHECK_THROW(finalize::plan(q, named("small_batch_v2")), InputError);
   Options half = named("small_batch_v2");
   half.v2_chunks = 16;
-  BOOST_CHECK_THROW(finalize::plan(p, half), InputError);           // chunks without loads
-  BOOST_CHECK_THROW(finalize::plan(p, named("fused")), InputError); // no launch of its own
+  BOOST_CHECK_THROW(finalize::plan(p, half), InputError); // chunks without loads
 }
 
-BOOST_AUTO_TEST_CASE(chain_runs_v2_and_fused_as_forced_variants_the_verifier_judges) {
+BOOST_AUTO_TEST_CASE(chain_runs_v2_as_a_forced_variant_the_verifier_judges) {
   using namespace moefin::chain;
-  auto const& fused = finalize::variant("fused", "test");
   auto const& v2e = finalize::variant("small_batch_v2", "test");
   auto const& sb = finalize::variant("small_batch", "test");
   ChainConfig c = preset_config(Preset::kAllEarly);
-  apply_overrides(c, "finalize.variant=fused");
-  BOOST_TEST(c.finalize.name() == "fused");
-  // Fused: GEMM2 reads the metadata after its wait and writes out; finalize is not launched.
-  LayerPlan const plan = make_layer_plan(c, fused);
-  BOOST_TEST(!plan.at(Kernel::kFinalize).launched);
-  BOOST_TEST((plan.metadata_reader() == Kernel::kGemm2));
-  auto const& g2 = plan.at(Kernel::kGemm2);
-  BOOST_TEST((std::find(g2.writes.begin(), g2.writes.end(), Buffer::kOut) != g2.writes.end()));
-  BOOST_TEST((std::find(g2.reads_after_wait.begin(), g2.reads_after_wait.end(),
-                        Buffer::kExpandedToPermuted) != g2.reads_after_wait.end()));
-  BOOST_TEST(g2.impl == "moefin.grouped_gemm.bf16+fused");
-  BOOST_TEST(!plan.meta_allowed); // no snapshot: nobody reads the metadata before a wait
-  for (auto const& k : plan.kernels)
-    BOOST_TEST(k.reads_before_wait.empty(), k.name);
-  auto const launches = layer_launches(plan, RunFlags{});
-  BOOST_TEST(launches.size() == static_cast<std::size_t>(kPlanKernels - 1));
-  int fused_gemm2 = 0;
-  for (auto const& d : launches) {
-    BOOST_TEST((d.kernel != Kernel::kFinalize));
-    fused_gemm2 += d.fused_finalize && d.kernel == Kernel::kGemm2;
-  }
-  BOOST_TEST(fused_gemm2 == 1);
-  BOOST_TEST(verifier_chain(plan, "test", false).kernels.size() == launches.size());
-  // Every kernel triggering at entry races for small_batch's pre-wait metadata reads, never for
-  // the fused GEMM2's post-wait ones; small_batch_v2 is judged as small_batch.
+  apply_overrides(c, "finalize.variant=small_batch_v2");
+  BOOST_TEST(c.finalize.name() == "small_batch_v2");
+  // It reads the metadata before its wait, as small_batch: the plan and the verifier say so.
+  LayerPlan const plan = make_layer_plan(c, v2e);
+  BOOST_TEST(plan.finalize_meta_before_wait());
+  BOOST_TEST(plan.at(Kernel::kFinalize).impl == "small_batch_v2");
+  BOOST_TEST((plan.at(Kernel::kFinalize).trigger == Trigger::kEntry));
+  BOOST_TEST(verifier_chain(plan, "test", false).kernels.size() == plan.kernels.size());
+  // Every kernel triggering at entry races for the pre-wait metadata reads, for small_batch and
+  // small_batch_v2 alike; seed-after orders them.
   c.at(Kernel::kRouting).delay_ns = 25000;
   for (bool graph : {false, true}) {
-    BOOST_TEST((verify_cell(c, fused, graph).metadata == pdl::Verdict::kOrdered));
-    BOOST_TEST((verify_cell(c, fused, graph).chain == pdl::Verdict::kOrdered));
     BOOST_TEST((verify_cell(c, sb, graph).metadata == pdl::Verdict::kRace));
     BOOST_TEST((verify_cell(c, v2e, graph).metadata == pdl::Verdict::kRace));
   }
   ChainConfig s = preset_config(Preset::kSeedAfter);
   BOOST_TEST((verify_cell(s, v2e, true).chain == pdl::Verdict::kOrdered));
+  BOOST_TEST((verify_cell(s, v2e, false).metadata == pdl::Verdict::kOrdered));
   // Timing runs launch finalize without the snapshot (the lean kernel); checked runs with it.
   RunFlags timing;
   timing.checked = false;
   for (auto const& d : layer_launches(make_layer_plan(s, v2e), timing))
     BOOST_TEST(!d.snapshot);
+  RunFlags checked;
+  checked.checked = true;
+  int snapshots = 0;
+  for (auto const& d : layer_launches(make_layer_plan(s, v2e), checked))
+    snapshots += d.snapshot && d.kernel == Kernel::kFinalize;
+  BOOST_TEST(snapshots == 1);
   apply_overrides(s, "finalize.variant=small_batch_v2");
   BOOST_TEST(race::planned_finalize_variant(parse_shape("top-8"), 128, s).name == "small_batch_v2");
-  apply_overrides(s, "finalize.variant=fused");
-  BOOST_TEST(race::planned_finalize_variant(parse_shape("top-8"), 4, s).name == "fused");
 }
 
 BOOST_AUTO_TEST_CASE(every_variant_name_fits_the_result_files_variant_column) {

@@ -64,8 +64,6 @@ pdl::Chain verifier_chain(LayerPlan const& plan, std::string const& description,
     return o;
   };
   for (KernelPlan const& k : plan.kernels) {
-    if (!k.launched) // finalize inside GEMM2: GEMM2's plan has its accesses
-      continue;
     if (k.trigger == Trigger::kDefault)
       throw std::logic_error("verifier_chain: unresolved trigger of " + k.name);
     pdl::Path p;
@@ -111,15 +109,8 @@ CellVerdict verify_cell(ChainConfig const& cfg, finalize::FinalizeVariant const&
   v.chain = r.verdict();
   v.races = r.races();
   v.pairs = r.pairs.size();
-  // The launched kernels of a layer and its checksum, and the one that reads the metadata.
-  int n = 0, f = -1;
-  for (KernelPlan const& k : plan.kernels) {
-    if (!k.launched)
-      continue;
-    if (k.kernel == plan.metadata_reader())
-      f = n;
-    ++n;
-  }
+  int const n = static_cast<int>(plan.kernels.size()); // the layer and its checksum
+  int const f = static_cast<int>(Kernel::kFinalize);
   std::vector<int> fin_kernels = {f};
   if (graph)
     for (int it = 1; it < kVerifierIterations; ++it)

@@ -153,9 +153,6 @@ struct KernelPlan {
   bool waits = true;                // every path executes the grid-dependency wait
   std::int64_t delay_ns = 0;        // spin after the wait, before the first write
   std::vector<Buffer> reads_before_wait, reads_after_wait, writes;
-  // False for finalize when its variant runs inside GEMM2 (FinalizeVariant::inside_gemm2): no
-  // launch, no accesses; GEMM2's plan has them.
-  bool launched = true;
 };
 
 /// The kernels of one checked layer: the six of the chain, then the checksum kernel.
@@ -167,7 +164,7 @@ struct LayerPlan {
   finalize::FinalizeVariant const* finalize = nullptr;
   // The run lets finalize read metadata before its wait (ChainConfig::metadata_before_wait).
   // Exactly then the snapshot of finalize's indices is taken and hashed, whatever the variant
-  // does with the permission (never when finalize runs inside GEMM2: there is no finalize).
+  // does with the permission.
   bool meta_allowed = false;
   std::vector<KernelPlan> kernels; // kPlanKernels, in stream order
 
@@ -177,11 +174,6 @@ struct LayerPlan {
   /// its wait.
   bool finalize_meta_before_wait() const {
     return !at(Kernel::kFinalize).reads_before_wait.empty();
-  }
-  /// The kernel that reads routing's metadata for the reduction: finalize, or GEMM2 when it
-  /// finalizes in its epilogue.
-  Kernel metadata_reader() const {
-    return at(Kernel::kFinalize).launched ? Kernel::kFinalize : Kernel::kGemm2;
   }
 };
 
@@ -214,33 +206,18 @@ inline LayerPlan make_layer_plan(ChainConfig const& cfg, finalize::FinalizeVaria
   f.kernel = Kernel::kFinalize;
   f.name = kernel_name(Kernel::kFinalize);
   f.impl = fin.name;
-  if (fin.inside_gemm2) {
-    // GEMM2 reduces in its epilogue: it reads routing's metadata after its wait, as the rest of
-    // routing's output, and writes out; no finalize launch, no snapshot.
-    KernelPlan& g = p.kernels.at(static_cast<std::size_t>(Kernel::kGemm2));
-    g.impl += "+" + fin.name;
-    g.reads_after_wait.push_back(B::kExpandedToPermuted);
-    g.reads_after_wait.push_back(B::kExpertWeights);
-    g.writes.push_back(B::kOut);
-    p.meta_allowed = false;
-    f.launched = false;
-    f.pdl = g.pdl;
-    f.trigger = g.trigger;
-    f.waits = false;
-  } else {
-    f.pdl = cfg.at(Kernel::kFinalize).pdl;
-    f.trigger = fin.trigger_for(cfg.at(Kernel::kFinalize).trigger);
-    f.delay_ns = cfg.at(Kernel::kFinalize).delay_ns;
-    std::vector<B> const meta = {B::kExpandedToPermuted, B::kExpertWeights};
-    if (fin.reads_meta_before_wait(cfg.metadata_before_wait))
-      f.reads_before_wait = meta;
-    else
-      f.reads_after_wait = meta;
-    f.reads_after_wait.push_back(B::kGemm2Out);
-    f.writes = {B::kOut};
-    if (p.meta_allowed)
-      f.writes.push_back(B::kSnapshot); // recorded after the wait
-  }
+  f.pdl = cfg.at(Kernel::kFinalize).pdl;
+  f.trigger = fin.trigger_for(cfg.at(Kernel::kFinalize).trigger);
+  f.delay_ns = cfg.at(Kernel::kFinalize).delay_ns;
+  std::vector<B> const meta = {B::kExpandedToPermuted, B::kExpertWeights};
+  if (fin.reads_meta_before_wait(cfg.metadata_before_wait))
+    f.reads_before_wait = meta;
+  else
+    f.reads_after_wait = meta;
+  f.reads_after_wait.push_back(B::kGemm2Out);
+  f.writes = {B::kOut};
+  if (p.meta_allowed)
+    f.writes.push_back(B::kSnapshot); // recorded after the wait
   p.kernels.push_back(std::move(f));
   // The checksum kernel: a PDL secondary that waits at entry, hashes every buffer of the layer
   // and never triggers; the next layer's routing is its secondary.

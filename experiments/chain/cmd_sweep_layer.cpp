@@ -38,8 +38,8 @@ int sweep_layer(cli::Args const& args) {
       "print", po::value<std::string>(), "print the tables of FILE's /layer_sweep and exit")(
       "finalize", po::value<std::string>()->default_value("new,previous"),
       "finalize choices timed in the same rounds: new, previous (the dispatch rule with or "
-      "without small_batch) or a finalize variant forced at every T, e.g. small_batch_v2 or "
-      "fused (no finalize launch: GEMM2 reduces in its epilogue); speedup_finalize is "
+      "without small_batch) or a finalize variant forced at every T, e.g. small_batch_v2; "
+      "speedup_finalize is "
       "previous/this when previous is among them");
   // The kernels' own policies (two CTAs per SM) and the driver's carveout: the layer as it runs.
   chain_run::add_residency_options(desc, chain_run::Residency{2, false});

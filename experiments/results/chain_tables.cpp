@@ -255,50 +255,6 @@ void print_one(h5::Table const& t, std::vector<Published> const& pub, std::strin
 
 } // namespace
 
-namespace {
-
-/// Files with fused rows: the fused layer against the best separate finalize of the same
-/// (shape, T) at seed-after, by median layer time (nothing printed for files without them).
-void print_fused(h5::Table const& t, std::ostream& os) {
-  struct Cell {
-    double fused = 0, best = 0;
-    std::string best_kernel;
-  };
-  std::map<std::pair<std::string, std::int64_t>, Cell> cells;
-  for (std::size_t i = 0; i < t.rows; ++i) {
-    if (t.strings.at("placement")[i] != "seed-after")
-      continue;
-    auto& c = cells[{t.strings.at("shape")[i], t.ints.at("T")[i]}];
-    double const m = t.reals.at("median_us")[i];
-    if (t.strings.at("finalize")[i] == "fused") {
-      c.fused = m;
-    } else if (c.best == 0 || m < c.best) {
-      c.best = m;
-      c.best_kernel = t.strings.at("finalize_kernel")[i];
-    }
-  }
-  bool any = false;
-  for (auto const& kv : cells)
-    any = any || (kv.second.fused > 0 && kv.second.best > 0);
-  if (!any)
-    return;
-  os << "Whole layer, finalize fused into GEMM2 vs the best separate finalize (seed-after, "
-        "medians; > 1: fused faster)\n"
-     << pad("shape", 26) << pad("tokens", 8) << pad("fused_us", 10) << pad("separate_us", 13)
-     << pad("separate", 16) << "speedup\n";
-  for (auto const& kv : cells) {
-    Cell const& c = kv.second;
-    if (c.fused <= 0 || c.best <= 0)
-      continue;
-    os << pad(kv.first.first, 26) << pad(std::to_string(kv.first.second), 8)
-       << pad(fixed(c.fused, 2), 10) << pad(fixed(c.best, 2), 13) << pad(c.best_kernel, 16)
-       << fixed(c.best / c.fused, 3) << "x\n";
-  }
-  os << "\n";
-}
-
-} // namespace
-
 void print_layer_tables(h5::Table const& t, std::string const& published_dir, std::ostream& os) {
   auto const whole = read_published(published_dir + "/whole_op_speedup.csv");
   auto const order = read_published(published_dir + "/pdl_ordering_speedup.csv");
@@ -306,7 +262,6 @@ void print_layer_tables(h5::Table const& t, std::string const& published_dir, st
             "seed-after", "speedup_finalize", "whole_op_speedup.csv", os);
   print_one(t, order, "Whole layer, PDL ordering seed-after vs seed-before (new finalize, PDL on)",
             "new", "seed-after", "speedup_placement", "pdl_ordering_speedup.csv", os);
-  print_fused(t, os);
   os << pad("shape", 26) << pad("tokens", 8) << pad("finalize", 10) << pad("placement", 13)
      << pad("kernel", 13) << pad("median_us", 11) << "min_us\n";
   for (std::size_t i = 0; i < t.rows; ++i)

@@ -126,7 +126,6 @@ struct ChainRunner::Impl {
   std::uint64_t* slots = nullptr;   // [iterations][kNumBuffers]
   std::int32_t* stale = nullptr;    // [iterations]
   std::int32_t* recorded = nullptr; // [iterations]
-  std::int32_t* counters = nullptr; // fused finalize: [T][H / 16], zero between launches
   std::int64_t* stamps[kNumKernels] = {};
   std::int64_t stamp_ctas[kNumKernels] = {};
   std::vector<void*> owned;
@@ -212,11 +211,6 @@ ChainRunner::ChainRunner(LayerWeights const& weights, RunnerOptions const& opt)
   d.slots = static_cast<std::uint64_t*>(d.alloc(iters * kNumBuffers * 8, "checksum slots"));
   d.stale = static_cast<std::int32_t*>(d.alloc(iters * 4, "stale counts"));
   d.recorded = static_cast<std::int32_t*>(d.alloc(iters * 4, "recorded counts"));
-  // Zeroed once: every launch of the fused GEMM2 leaves them zero (never poisoned).
-  std::size_t const counters =
-      static_cast<std::size_t>(opt.tokens * (s.hidden / finalize::fused::kSliceCols)) * 4;
-  d.counters = static_cast<std::int32_t*>(d.alloc(counters, "fused finalize counters"));
-  MOEFIN_CUDA_CHECK(cudaMemsetAsync(d.counters, 0, round16(counters), d.stream));
   gemm::fill_random_bf16(d.hidden, opt.tokens * s.hidden, opt.hidden_seed, 0.05f, 1.0f, 1.0f,
                          d.stream);
   MOEFIN_CUDA_CHECK(cudaMemsetAsync(d.workspace, 0, d.workspace_bytes, d.stream));
@@ -400,15 +394,7 @@ void ChainRunner::Impl::enqueue_layer(std::vector<LaunchDescriptor> const& launc
       activation::run(l.act, knobs, stream);
       break;
     case Kernel::kGemm2:
-      if (d.fused_finalize) {
-        finalize::fused::FusedParams f;
-        f.fin = l.fin;
-        f.permuted_to_token = l.routing.permuted_to_token;
-        f.counters = counters;
-        gemm::run_fused(l.gemm2, knobs, f, stream);
-      } else {
-        gemm::run(l.gemm2, knobs, stream);
-      }
+      gemm::run(l.gemm2, knobs, stream);
       break;
     case Kernel::kFinalize: {
       finalize::Options f = d.finalize;

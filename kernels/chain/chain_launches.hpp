@@ -27,8 +27,7 @@ struct LaunchDescriptor {
   // Finalize: the Options handed to finalize::run (variant, the run's metadata placement, the
   // same PDL knobs); the CUDA side adds the snapshot pointer when `snapshot` is set.
   finalize::Options finalize;
-  bool snapshot = false;       // finalize records its pre-wait indices; the checksum hashes them
-  bool fused_finalize = false; // GEMM2 reduces in its epilogue (gemm::run_fused)
+  bool snapshot = false; // finalize records its pre-wait indices; the checksum hashes them
 };
 
 /// The launches of one layer of `plan` under `run`, in stream order.

@@ -12,7 +12,6 @@
 
 #include "core/ops/gemm_params.hpp"
 #include "core/ops/pdl_knobs.hpp"
-#include "kernels/finalize/fused_finalize.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -53,13 +52,6 @@ void validate(GroupedGemmParams const& p);
 /// CTAs of the launch: one resident wave of `ctas_per_sm` (0: the policy's) per SM.
 std::int64_t num_ctas(GroupedGemmParams const& p, int ctas_per_sm = 0);
 void run(GroupedGemmParams const& p, PdlKnobs const& knobs, Stream stream);
-
-/// GEMM2 with the finalize reduction in its epilogue (kernels/finalize/fused_finalize.hpp):
-/// writes c and f.fin.out; f.counters zero before and after. Row tiles 16 and 32 only. Throws
-/// InputError when `f` does not describe this GEMM's output (validate_fused).
-void validate_fused(GroupedGemmParams const& p, finalize::fused::FusedParams const& f);
-void run_fused(GroupedGemmParams const& p, PdlKnobs const& knobs,
-               finalize::fused::FusedParams const& f, Stream stream);
 
 /// Fills n bf16 values, seeded, uniform in +-[lo, hi] * scale (never zero for lo > 0), with a
 /// hash of (seed, index) on the device: weights of GBs without a host copy.

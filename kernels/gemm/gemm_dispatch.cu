@@ -26,71 +26,29 @@ std::int64_t num_ctas(GroupedGemmParams const& p, int ctas_per_sm) {
                        ctas_per_sm > 0 ? ctas_per_sm : Policy::kCtasPerSm);
 }
 
-namespace {
-
-template <bool kFused>
-void launch(GroupedGemmParams const& p, PdlKnobs const& knobs,
-            finalize::fused::FusedParams const& f, Stream stream) {
+void run(GroupedGemmParams const& p, PdlKnobs const& knobs, Stream stream) {
   validate(p);
   dim3 const grid(static_cast<unsigned>(num_ctas(p, knobs.ctas_per_sm)));
   PdlDevice const k = pdl_device(knobs, kDefaultTrigger);
   std::size_t const smem = Policy::smem_bytes(p.tile_m);
-  auto go = [&](auto kernel) {
+  auto launch = [&](auto kernel) {
     set_shared_memory(kernel, knobs.max_shared_carveout, smem);
-    launch_kernel(kernel, grid, dim3(Policy::kThreads), smem, stream, knobs.pdl, p, k, f);
+    launch_kernel(kernel, grid, dim3(Policy::kThreads), smem, stream, knobs.pdl, p, k);
   };
   switch (p.tile_m) {
   case 16:
-    go(grouped_gemm_kernel<1, kFused>);
+    launch(grouped_gemm_kernel<1>);
     break;
   case 32:
-    go(grouped_gemm_kernel<2, kFused>);
+    launch(grouped_gemm_kernel<2>);
+    break;
+  case 64:
+    launch(grouped_gemm_kernel<4>);
     break;
   default:
-    // The fused epilogue is built for the decode row tiles only (validate_fused): the larger
-    // tiles' instantiations would double this unit's compile time for shapes it is not for.
-    if constexpr (!kFused) {
-      if (p.tile_m == 64)
-        go(grouped_gemm_kernel<4, false>);
-      else
-        go(grouped_gemm_kernel<8, false>);
-    }
+    launch(grouped_gemm_kernel<8>);
     break;
   }
-}
-
-} // namespace
-
-void run(GroupedGemmParams const& p, PdlKnobs const& knobs, Stream stream) {
-  launch<false>(p, knobs, finalize::fused::FusedParams{}, stream);
-}
-
-void validate_fused(GroupedGemmParams const& p, finalize::fused::FusedParams const& f) {
-  auto const& q = f.fin;
-  if (q.gemm_out != p.c || q.hidden_padded != p.ldc || q.num_rows != p.max_rows)
-    throw InputError("gemm fused finalize: fin.gemm_out, hidden_padded and num_rows must be the "
-                     "GEMM's c, ldc and max_rows");
-  if (p.tile_m != 16 && p.tile_m != 32)
-    throw InputError("gemm fused finalize: tile_m " + std::to_string(p.tile_m) +
-                     " not one of {16, 32} (the decode row tiles it is built for)");
-  if (q.hidden != p.n || q.hidden % finalize::fused::kSliceCols != 0)
-    throw InputError("gemm fused finalize: hidden " + std::to_string(q.hidden) +
-                     " must be the GEMM's n (" + std::to_string(p.n) + ") and a multiple of 16");
-  ranges::check_range<std::int64_t>("gemm fused finalize top_k", q.top_k, 1,
-                                    finalize::fused::kMaxTopK);
-  ranges::check_range<std::int64_t>("gemm fused finalize num_tokens", q.num_tokens, 1, 1 << 20);
-  if (!q.out || !q.expanded_to_permuted || !f.permuted_to_token || !f.counters ||
-      (q.weight_type != finalize::WeightType::kNone && !q.expert_weights))
-    throw InputError("gemm fused finalize: out, expanded_to_permuted, expert_weights (unless "
-                     "weight_type none), permuted_to_token or counters is null");
-  if (reinterpret_cast<std::uintptr_t>(q.out) % 16 != 0)
-    throw InputError("gemm fused finalize: out must be 16-byte aligned");
-}
-
-void run_fused(GroupedGemmParams const& p, PdlKnobs const& knobs,
-               finalize::fused::FusedParams const& f, Stream stream) {
-  validate_fused(p, f);
-  launch<true>(p, knobs, f, stream);
 }
 
 void fill_random_bf16(void* dst, std::int64_t n, std::uint64_t seed, float lo, float hi,

@@ -10,7 +10,6 @@
 
 #include "core/router_scores.hpp"
 #include "kernels/common/pdl_stage.cuh"
-#include "kernels/finalize/fused_finalize.cuh"
 #include "kernels/gemm/gemm.hpp"
 
 #include <cuda_bf16.h>
@@ -55,12 +54,9 @@ template <int kPending> __device__ __forceinline__ void cp_async_wait() {
 /// k steps, kS - 1 of them in flight ahead of the MMAs, through its own slots of shared memory:
 /// every thread reads back only what its own copies wrote, so no barrier is needed, and the
 /// bytes in flight do not depend on the L1 size that the SM's carveout leaves.
-/// kFused (GEMM2 only): after each item's stores the warp calls the fused finalize hook
-/// (kernels/finalize/fused_finalize.hpp) with the rows and columns it wrote; `f` is unused
-/// otherwise.
-template <int kM, bool kFused>
+template <int kM>
 __global__ void __launch_bounds__(Policy::kThreads)
-    grouped_gemm_kernel(GroupedGemmParams p, PdlDevice k, finalize::fused::FusedParams f) {
+    grouped_gemm_kernel(GroupedGemmParams p, PdlDevice k) {
   constexpr std::int64_t kTile = 16 * kM;
   constexpr int kN8 = Policy::kWarpCols / 8;
   constexpr int kG = Policy::group_steps(kTile);
@@ -201,20 +197,11 @@ __global__ void __launch_bounds__(Policy::kThreads)
           *reinterpret_cast<__nv_bfloat162*>(c + (r + 8) * p.ldc + col) =
               __floats2bfloat162_rn(acc[m][j][2], acc[m][j][3]);
         }
-      if constexpr (kFused) {
-        static_assert(Policy::kWarpCols == finalize::fused::kSliceCols, "one counter per item");
-        constexpr int kRows = kTile < 32 ? static_cast<int>(kTile) : 32;
-#pragma unroll
-        for (int r = 0; r < kTile; r += kRows)
-          finalize::fused::finish_rows<kRows>(f, row0 + r, col0, lane);
-      }
     }
     group = 0;
     item += stride;
   }
   cp_async_wait<0>();
-  if constexpr (kFused)
-    finalize::fused::zero_unrouted(f, first, stride, lane);
   pdl_exit(k);
 }
 
