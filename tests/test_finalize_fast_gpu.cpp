@@ -179,7 +179,7 @@ BOOST_AUTO_TEST_CASE(small_batch_v2_in_the_chain_is_pdl_on_off_bitwise_and_reads
         for (int it = 0; it < ro.iterations; ++it)
           differ += x.slot(it, Buffer::kGemm2Out) != b.slot(it, Buffer::kGemm2Out);
         BOOST_TEST(differ == 0, differ << " iterations whose GEMM2 output differs");
-        BOOST_TEST((x.slots == x_off.slots)); // every buffer, PDL on vs off
+        BOOST_TEST((x.slots == x_off.slots));                 // every buffer, PDL on vs off
         BOOST_TEST((r.run_batch(v2, true).slots == x.slots)); // replays repeat the bits
         BOOST_TEST(x.stale == std::vector<std::int32_t>(x.stale.size(), 0), "stale pre-wait reads");
       }

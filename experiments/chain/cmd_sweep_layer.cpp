@@ -39,8 +39,7 @@ int sweep_layer(cli::Args const& args) {
       "finalize", po::value<std::string>()->default_value("new,previous"),
       "finalize choices timed in the same rounds: new, previous (the dispatch rule with or "
       "without small_batch) or a finalize variant forced at every T, e.g. small_batch_v2; "
-      "speedup_finalize is "
-      "previous/this when previous is among them");
+      "speedup_finalize is previous/this when previous is among them");
   // The kernels' own policies (two CTAs per SM) and the driver's carveout: the layer as it runs.
   chain_run::add_residency_options(desc, chain_run::Residency{2, false});
   cli::add_output_options(desc, "layer_sweep.h5");

@@ -8,12 +8,13 @@
 #   finalize_fast_check.h5       moefin check finalize: small_batch_v2, its ablations and a set
 #                                of geometry candidates against the reference (poisoned outputs)
 #   finalize_fast_candidates.h5  the policy measurement: small_batch_v2's geometry candidates at
-#                                T = 1, 2, 4, 8, H = 1024..7168, K = 6..32 (bf16), modes a and b
+#                                T = 1..8, H = 1024..7168, K = 6..32 (bf16), modes a and b with
+#                                the entry trigger (mode b with the exit trigger when it fits)
 #   small_batch_v2_table.hpp     the table scripts/v2_policy.py made from it (commit it as
 #                                kernels/finalize/small_batch_v2_table.hpp); moefin is rebuilt
 #                                with it before the comparison
 #   finalize_fast_sweep.h5       the comparison in the same interleaved rounds, modes a, b, c, hot
-#                                L2, K = 6..32, bf16: $FINALIZE_FAST_VARIANTS plus each name of
+#                                L2, K = 6..32, bf16, the regime's default H x T: $FINALIZE_FAST_VARIANTS plus each name of
 #                                $FINALIZE_FAST_RELEASED this build registers (else a note), with
 #                                the launch floor and copy bandwidth of the run
 #   finalize_fast_race.h5        race matrix cells of the chain with small_batch_v2 (all-early and
@@ -30,7 +31,8 @@
 # Time: the build (scripts/device_build.sh: 2-3 minutes on 16 cores from scratch, seconds when
 # build-device is current) plus at most FINALIZE_FAST_BUDGET_S (5 minutes by default): gpu tests
 # <= 60 s, check <= 35 s, memcheck <= 25 s, candidates <= 70 s, table and rebuild <= 40 s,
-# comparison <= 75 s, race cells <= 25 s; more sanitizers only with a larger budget.
+# comparison <= 75 s, race cells <= 25 s; the exit-trigger candidates (<= 35 s) and more
+# sanitizers only where the budget leaves them time (the sweeps' --estimate: ~0.3 min each).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 : "${OUT:?set OUT to the folder whose files come back}"
@@ -129,15 +131,22 @@ done
 # 3. The policy measurement, then the table and a rebuild with it.
 cand=$OUT/finalize_fast_candidates.h5
 # shellcheck disable=SC2054
-grid=(--hidden 1024,2048,4096,7168 --tokens 1,2,4,8 --top-k 6,8,16,32 --weights bf16 --l2 hot
-      --rounds 3 --launches 30 --repeat-shapes 0)
+grid=(--hidden 1024,2048,2880,3584,4096,5120,6144,7168 --tokens 1,2,3,4,5,6,7,8
+      --top-k 6,8,10,16,22,32 --weights bf16 --l2 hot --rounds 3 --launches 30 --repeat-shapes 0)
 if fits 70 "candidate sweep"; then
   # shellcheck disable=SC2046
   logged 80 "$bin" sweep finalize --variants small_batch_v2/candidates --modes a,b "${grid[@]}" \
-    --max-minutes "$(minutes 170 65)" $(io "$cand")
+    --max-minutes "$(minutes 140 65)" $(io "$cand")
+fi
+# The exit trigger of every candidate in mode b, only when it leaves the later phases their time.
+if [[ -f $cand ]] && fits $((35 + 140)) "candidate sweep (exit trigger)"; then
+  logged 40 "$bin" sweep finalize --variants small_batch_v2/candidates/exit --modes b \
+    "${grid[@]}" --max-minutes "$(minutes 140 30)" --resume "$cand"
 fi
 table=$OUT/small_batch_v2_table.hpp
-if [[ -f $cand ]] && python3 scripts/v2_policy.py "$cand" --out "$table" >>"$log" 2>&1; then
+# Run in $OUT so that the table's provenance names the file as it comes back (with its sha256).
+if [[ -f $cand ]] && (cd "$OUT" && python3 "$OLDPWD/scripts/v2_policy.py" "$(basename "$cand")" \
+  --out "$table") >>"$log" 2>&1; then
   cp "$table" kernels/finalize/small_batch_v2_table.hpp
   logged 60 cmake --build "$build" --target moefin -j"$(nproc)" &&
     say "moefin rebuilt with the measured table ($(grep -c 'Trigger::' "$table") entries)"
@@ -150,7 +159,7 @@ sweep=$OUT/finalize_fast_sweep.h5
 if fits 60 "comparison sweep"; then
   # shellcheck disable=SC2046
   logged 90 "$bin" sweep finalize --variants "$variants" --modes a,b,c --l2 hot \
-    --top-k 6,8,16,32 --weights bf16 --rounds 5 --launches 50 --repeat-shapes 4 \
+    --top-k 6,8,10,16,22,32 --weights bf16 --rounds 5 --launches 50 --repeat-shapes 4 \
     --max-minutes "$(minutes 25 75)" $(io "$sweep")
 fi
 
