@@ -21,6 +21,7 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <tuple>
 
 using namespace moefin;
 using finalize::Options;
@@ -405,4 +406,47 @@ BOOST_AUTO_TEST_CASE(table_command_needs_no_gpu) {
                                  (dir.path / "none.h5").string() + " >/dev/null 2>&1")
                                     .c_str());
   BOOST_TEST(WEXITSTATUS(missing) == 1); // a missing file is a FileError
+}
+
+BOOST_AUTO_TEST_CASE(v2_tables_compare_with_the_released_kernel_the_floor_and_the_ablation) {
+  TempDir dir;
+  std::string const f = (dir.path / "v2.h5").string();
+  std::vector<RowSpec> rows;
+  // K = 8: v2 1.0 us, the released kernel 1.3 (T = 1) and 1.2 us (T = 4); mode b 1.1 and 1.0.
+  for (auto const& [t, fi_a, fi_b] : {std::tuple{1, 1.3, 1.1}, std::tuple{4, 1.2, 1.0}}) {
+    rows.push_back({4096, t, 8, "a", "small_batch_v2", "small_batch", 1.0, 2.0});
+    rows.push_back({4096, t, 8, "a", "fi_small_batch", "small_batch", fi_a, 1.5});
+    rows.push_back({4096, t, 8, "a", "small_batch", "small_batch", 1.25, 1.6});
+    rows.push_back({4096, t, 8, "b", "small_batch_v2", "small_batch", 1.0, 1.2});
+    rows.push_back({4096, t, 8, "b", "fi_small_batch", "small_batch", fi_b, 1.1});
+    rows.push_back({4096, t, 8, "a", "small_batch_v2_no_shuffle", "small_batch", 1.1, 1.8});
+  }
+  write_sweep(f, provenance("NVIDIA H200", "sm_90"), rows);
+  {
+    auto file = h5::ResultWriter::resume(f);
+    auto lf = file.table("launch_floor", fin::launch_floor_columns());
+    for (auto const& [mode, us] : {std::pair{"a", 0.6}, std::pair{"b", 0.7}}) {
+      h5::Row r;
+      r.set("mode", mode).set("median_us", us).set("min_us", us).set("q1_us", us);
+      r.set("q3_us", us).set("max_us", us).set("rounds", 5).set("launches", 100);
+      lf.append(std::string("mode=") + mode, r, {us});
+    }
+  }
+  std::string const text = fin::render_finalize_tables({f}, "none.csv");
+  BOOST_TEST_MESSAGE(text);
+  BOOST_TEST(contains(text, "small_batch_v2 vs fi_small_batch (the released kernel)"));
+  auto const k8 = line_of(text, "1.25x (1.20)"); // mode a: median of 1.3 and 1.2, minimum 1.2
+  BOOST_TEST(k8.rfind("8 ", 0) == 0, k8);
+  BOOST_TEST(contains(k8, "1.05x (1.00)"), k8); // mode b: 1.1 and 1.0
+  BOOST_TEST(contains(text, "mode a: lowest 1.200x at H=4096 T=4 K=8"));
+  // T = 1: 1.0 us minus the floors 0.6 (a) and 0.7 (b).
+  auto const t1 = line_of(text, "0.40");
+  BOOST_TEST(contains(t1, "0.30"), t1);
+  BOOST_TEST(contains(text, "a (floor 0.60)"));
+  // Ablation: without the shuffle combine 1.1 us against 1.0.
+  BOOST_TEST(contains(text, "shuffle combine"));
+  BOOST_TEST(contains(text, "1.10x (1.10)"));
+  // Geometries agree (K = 8: 2 groups, same CTAs): released 1.3 / 1.2 over moefin's 1.25.
+  BOOST_TEST(contains(text, "where their geometries agree"));
+  BOOST_TEST(contains(text, "1.00x (0.96)"), text);
 }

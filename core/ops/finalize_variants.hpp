@@ -56,6 +56,15 @@ struct Options {
 
   // small_batch tuning: 128-bit column chunks per CTA (8, 16 or 32); 0 = the policy's choice.
   int slice_chunks = 0;
+
+  // small_batch_v2 geometry override, for the measurement its policy table is made from
+  // (variant names small_batch_v2/c<chunks>/l<loads>): 128-bit chunks per CTA and experts per
+  // thread; 0 = the table's choice.
+  int v2_chunks = 0, v2_loads = 0;
+
+  // Launch the instrumented instantiation even where the knobs allow a lean one (LaunchPlan::
+  // lean; tests compare the two bit for bit).
+  bool force_instrumented = false;
 };
 
 /// The launch a variant makes for a shape: grid, block and its resolved PDL behaviour.
@@ -66,6 +75,13 @@ struct LaunchPlan {
   int loads_per_thread = 0;     // independent expert loads in flight per thread
   Trigger trigger = Trigger::kExit; // resolved placement (never kDefault)
   bool meta_before_wait = false;    // resolved: indices and weights are read before the wait
+  int groups = 1;                   // top-K groups combined per output chunk
+  // Set by a geometry that picks the placement per shape (small_batch_v2's policy table):
+  // plan() uses it instead of the entry's default_trigger for Trigger::kDefault.
+  Trigger policy_trigger = Trigger::kDefault;
+  // A lean instantiation serves the launch: placement and metadata side fixed at compile time,
+  // no delay, stamps or snapshot (kernels/finalize/finalize_kernels.cuh, "Knob sets").
+  bool lean = false;
   std::int64_t ctas() const { return static_cast<std::int64_t>(grid_x) * grid_y; }
 };
 

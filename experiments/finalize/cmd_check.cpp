@@ -121,7 +121,9 @@ int check_finalize(cli::Args const& args) {
   cli::check_range("--tolerance", tolerance, 1e-7, 1.0);
   cli::check_range("--max-minutes", max_minutes, 0.0, 1e6);
   fin::GridAxes const grid = fin::parse_grid_axes(g);
-  auto const vlist = fin::parse_variants("--variants", variants);
+  // small_batch_v2/candidates expands to the geometry candidates that fit the grid's top-K.
+  auto const vlist =
+      fin::parse_variants("--variants", fin::expand_v2_candidates(variants, fin::parse_grid(g)));
   std::vector<fin::RoutingCase> cases;
   for (auto const& rc : fin::parse_routing_cases("--routings", routings)) {
     std::string why;
@@ -188,6 +190,13 @@ int check_finalize(cli::Args const& args) {
     for (auto const& row : todo) {
       std::string const& name = row.str("variant");
       finalize::Options const o = fin::variant_options(name);
+      try {
+        (void)finalize::plan(d.params, o);
+      } catch (InputError const& e) {
+        // e.g. a small_batch_v2 geometry candidate that does not fit this top-K
+        rec.skip(row, e.what());
+        continue;
+      }
       fin::Verdict verdict;
       try {
         if (o.variant->fp8_output) {

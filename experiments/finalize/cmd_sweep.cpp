@@ -411,7 +411,9 @@ int sweep_finalize(cli::Args const& args) {
       "a: back-to-back, PDL on; b: producer then finalize, PDL on; c: back-to-back, PDL off")(
       "l2", cli::po::value(&l2)->default_value("hot"), "L2 state: hot, cold (or hot,cold)")(
       "variants", cli::po::value(&variants)->default_value(fin::join(fin::sweep_variant_names())),
-      "finalize variants timed in the same rounds (each one's baseline, e.g. scalar, is added)")(
+      "finalize variants timed in the same rounds (each one's baseline, e.g. scalar, is added); "
+      "small_batch_v2/candidates[/exit] stands for every small_batch_v2 geometry candidate of "
+      "the grid's top-K values (entry or exit trigger), the policy measurement")(
       "rounds", cli::po::value(&rounds)->default_value(5),
       "interleaved rounds, 3..1000")("launches", cli::po::value(&launches)->default_value(100),
                                      "launches per CUDA graph, 1..10000")(
@@ -450,7 +452,8 @@ int sweep_finalize(cli::Args const& args) {
   fin::GridAxes const grid = fin::parse_grid_axes(g);
   c.modes = fin::parse_choices("--modes", modes, {"a", "b", "c"});
   c.l2s = fin::parse_choices("--l2", l2, {"hot", "cold"});
-  c.variants = fin::with_baselines(fin::parse_variants("--variants", variants, true));
+  c.variants = fin::with_baselines(
+      fin::parse_variants("--variants", fin::expand_v2_candidates(variants, c.shapes), true));
   c.rounds = rounds;
   c.launches = launches;
   // The estimate assumes this machine's GPU (its L2 decides which cold shapes are measured);

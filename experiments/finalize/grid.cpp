@@ -4,8 +4,10 @@
 #include "core/finalize_inputs.hpp"
 #include "core/ops/errors.hpp"
 #include "kernels/finalize/finalize_policy.hpp"
+#include "kernels/finalize/small_batch_v2.hpp"
 
 #include <algorithm>
+#include <set>
 #include <sstream>
 
 namespace moefin::fin {
@@ -34,8 +36,46 @@ std::vector<std::string> check_variant_names() {
 
 Options variant_options(std::string const& name, std::string const& flag) {
   Options o;
+  int chunks = 0, loads = 0;
+  Trigger t = Trigger::kEntry;
+  if (finalize::v2::parse_candidate(name, &chunks, &loads, &t)) {
+    // A small_batch_v2 geometry candidate of the policy measurement.
+    o.variant = &finalize::variant(
+        t == Trigger::kExit ? "small_batch_v2_late_trigger" : "small_batch_v2", flag);
+    o.v2_chunks = chunks;
+    o.v2_loads = loads;
+    return o;
+  }
+  if (name.compare(0, 15, "small_batch_v2/") == 0)
+    throw InputError(flag + ": '" + name +
+                     "' is not a small_batch_v2 geometry candidate (small_batch_v2/c<chunks>/"
+                     "l<loads>[/exit], chunks a power of two in [4, 128], loads 1, 2, 4 or 8)");
   o.variant = &finalize::variant(name, flag);
   return o;
+}
+
+std::string expand_v2_candidates(std::string const& list, std::vector<Shape> const& shapes) {
+  std::string out;
+  for (auto const& item : split_names("--variants", list)) {
+    bool const entry = item == "small_batch_v2/candidates";
+    bool const exit = item == "small_batch_v2/candidates/exit";
+    std::vector<std::string> names;
+    if (entry || exit) {
+      std::set<std::string> seen;
+      for (auto const& s : shapes)
+        for (auto const& g : finalize::v2::candidates(s.top_k)) {
+          auto const n = finalize::v2::candidate_name(g.chunks, g.loads,
+                                                      exit ? Trigger::kExit : Trigger::kEntry);
+          if (seen.insert(n).second)
+            names.push_back(n);
+        }
+    } else {
+      names.push_back(item);
+    }
+    for (auto const& n : names)
+      out += (out.empty() ? "" : ",") + n;
+  }
+  return out;
 }
 
 std::vector<std::string> split_names(std::string const& flag, std::string const& text) {

@@ -24,7 +24,9 @@ struct NamedVariant {
 /// (kListCheck), in list order.
 std::vector<std::string> sweep_variant_names();
 std::vector<std::string> check_variant_names();
-/// Options that launch the variant `name`; InputError naming `flag` for an unknown one.
+/// Options that launch the variant `name` (a registry entry, or a small_batch_v2 geometry
+/// candidate small_batch_v2/c<chunks>/l<loads>[/exit]); InputError naming `flag` for an unknown
+/// one.
 finalize::Options variant_options(std::string const& name, std::string const& flag = "--variants");
 /// "a,b" -> variants (duplicates dropped), each a registered one; with `bf16_only` variants with
 /// an E4M3 output (fp8_output) are refused.
@@ -61,6 +63,11 @@ struct Shape {
   std::int64_t hidden = 0, tokens = 0, top_k = 0;
   finalize::WeightType weights = finalize::WeightType::kBf16;
 };
+
+/// "small_batch_v2/candidates[/exit]" in a variant list -> the names of every small_batch_v2
+/// geometry candidate of the shapes' top-K values, with the entry (exit) trigger; those that do
+/// not fit a shape's K are left out of it with a note by the check and the sweep.
+std::string expand_v2_candidates(std::string const& list, std::vector<Shape> const& shapes);
 
 /// "H=1024,T=1,K=8,w=bf16": the shape part of every row key.
 std::string shape_key(Shape const& s);

@@ -74,6 +74,7 @@ struct SweepRow {
   std::string weights, mode, l2, variant, dispatch;
   bool in_regime = false;
   double median_us = 0, speedup = 0;
+  std::int64_t ctas = 0;
 
   std::string shape() const {
     return std::to_string(hidden) + "/" + std::to_string(tokens) + "/" + std::to_string(top_k) +
@@ -115,6 +116,7 @@ std::vector<SweepRow> read_rows(h5::ResultReader const& r, std::string const& gr
     s.in_regime = t.ints.at("in_regime")[i] != 0;
     s.median_us = t.reals.at("median_us")[i];
     s.speedup = t.reals.at("speedup_vs_scalar")[i];
+    s.ctas = t.has_column("ctas") ? t.ints.at("ctas")[i] : 0;
   }
   return rows;
 }
@@ -434,6 +436,172 @@ void ablation_tables(std::ostringstream& os, std::vector<SweepRow> const& rows,
     }
 }
 
+/// small_batch_v2 (only for files that have it): against the released small-batch kernel
+/// (fi_small_batch) where the run timed it, else against moefin's small_batch, per top-K, for
+/// T <= 4 and over the whole regime; its T = 1 time above the run's launch floor; what each of
+/// its ingredients buys (the ablation: time without it over time with it); and moefin's
+/// small_batch against the released kernel where their geometries agree (same CTAs, and
+/// ceil(K / 4) groups a power of two, as the released kSplit).
+void v2_tables(std::ostringstream& os, std::vector<SweepRow> const& rows, Index const& idx,
+               std::vector<std::string> const& archs,
+               std::map<std::string, std::map<std::string, double>> const& floors) {
+  auto has = [&](std::string const& a, std::string const& v) {
+    return std::any_of(rows.begin(), rows.end(),
+                       [&](SweepRow const& r) { return r.arch == a && r.variant == v; });
+  };
+  std::vector<std::string> const modes{"a", "b", "c"};
+  for (auto const& a : archs) {
+    if (!has(a, "small_batch_v2"))
+      continue;
+    bool const released = has(a, "fi_small_batch");
+    std::string const base = released ? "fi_small_batch" : "small_batch";
+    // ratio[mode][K] over T <= 4 and over the regime; the worst shape per mode.
+    std::map<std::string, std::map<std::int64_t, std::vector<double>>> low, all;
+    std::map<std::string, std::pair<double, SweepRow const*>> worst;
+    std::set<std::int64_t> ks;
+    for (auto const& r : rows) {
+      if (r.arch != a || r.variant != "small_batch_v2" || r.l2 != "hot" || !r.in_regime)
+        continue;
+      auto const* b = idx.find(a, r.mode, "hot", base, r.shape());
+      if (!b || r.median_us <= 0)
+        continue;
+      double const x = b->median_us / r.median_us;
+      ks.insert(r.top_k);
+      all[r.mode][r.top_k].push_back(x);
+      if (r.tokens <= 4)
+        low[r.mode][r.top_k].push_back(x);
+      auto& w = worst[r.mode];
+      if (!w.second || x < w.first)
+        w = {x, &r};
+    }
+    if (ks.empty())
+      continue;
+    os << "\nsmall_batch_v2 vs " << base
+       << (released ? " (the released kernel)" : " (moefin's: the run has no released kernel)")
+       << ", " << a << ", L2 hot, same rounds: median of " << base
+       << " time / small_batch_v2 time (minimum)\n";
+    if (released)
+      os << "targets: median >= 1.25x in mode a and >= 1.15x in mode b at T <= 4 for every "
+            "K >= 6; minimum >= 1.00x in the whole regime, modes a, b and c\n";
+    std::vector<std::string> header{"topK"};
+    for (auto const& m : modes)
+      header.push_back(m + ", T <= 4");
+    for (auto const& m : modes)
+      header.push_back(m + ", regime");
+    TextTable t(header);
+    for (auto k : ks) {
+      std::vector<std::string> row{std::to_string(k)};
+      for (auto const& m : modes)
+        row.push_back(median_min(low[m][k]));
+      for (auto const& m : modes)
+        row.push_back(median_min(all[m][k]));
+      t.add(row);
+    }
+    os << t.render();
+    for (auto const& m : modes)
+      if (worst[m].second) {
+        auto const* r = worst[m].second;
+        os << "mode " << m << ": lowest " << fmt("%.3f", worst[m].first) << "x at H=" << r->hidden
+           << " T=" << r->tokens << " K=" << r->top_k << " w=" << r->weights << "\n";
+      }
+
+    auto const fl = floors.find(a);
+    if (fl != floors.end()) {
+      os << "\nT = 1, " << a
+         << ": small_batch_v2 per-launch time minus the run's launch floor (max over H, us); "
+            "target <= 0.45 us for H <= 7168 and K <= 32\n";
+      std::vector<std::string> h{"topK"};
+      for (auto const& m : modes)
+        if (fl->second.count(m))
+          h.push_back(m + " (floor " + fmt("%.2f", fl->second.at(m)) + ")");
+      TextTable t1(h);
+      for (auto k : ks) {
+        std::vector<std::string> row{std::to_string(k)};
+        for (auto const& m : modes) {
+          if (!fl->second.count(m))
+            continue;
+          bool found = false;
+          double worst_us = 0;
+          for (auto const& r : rows)
+            if (r.arch == a && r.variant == "small_batch_v2" && r.mode == m && r.l2 == "hot" &&
+                r.tokens == 1 && r.top_k == k && r.hidden <= 7168) {
+              double const above = r.median_us - fl->second.at(m);
+              worst_us = found ? std::max(worst_us, above) : above;
+              found = true;
+            }
+          row.push_back(found ? fmt("%.2f", worst_us) : "-");
+        }
+        t1.add(row);
+      }
+      os << t1.render();
+    }
+
+    std::vector<std::pair<std::string, std::string>> const ablations{
+        {"small_batch_v2_late_trigger", "trigger at entry"},
+        {"small_batch_v2_no_shuffle", "shuffle combine"},
+        {"small_batch_v2_no_broadcast", "metadata broadcast"},
+        {"small_batch_v2_late_address", "addresses before the wait"},
+        {"small_batch_v2_fi_geometry", "measured geometry"}};
+    for (std::string const m : {"a", "b"}) {
+      std::map<std::string, std::map<std::int64_t, std::vector<double>>> buy;
+      for (auto const& r : rows) {
+        if (r.arch != a || r.mode != m || r.l2 != "hot" || !r.in_regime)
+          continue;
+        for (auto const& ab : ablations)
+          if (r.variant == ab.first) {
+            auto const* v = idx.find(a, m, "hot", "small_batch_v2", r.shape());
+            if (v && v->median_us > 0)
+              buy[ab.first][r.top_k].push_back(r.median_us / v->median_us);
+          }
+      }
+      if (buy.empty())
+        continue;
+      os << "\nsmall_batch_v2 ablation, " << a << ", mode " << m
+         << ": time without the ingredient / time with it, median (minimum) over the regime\n";
+      std::vector<std::string> h{"topK"};
+      for (auto const& ab : ablations)
+        if (buy.count(ab.first))
+          h.push_back(ab.second);
+      TextTable ta(h);
+      for (auto k : ks) {
+        std::vector<std::string> row{std::to_string(k)};
+        for (auto const& ab : ablations)
+          if (buy.count(ab.first))
+            row.push_back(median_min(buy[ab.first][k]));
+        ta.add(row);
+      }
+      os << ta.render();
+    }
+
+    if (!released)
+      continue;
+    std::map<std::string, std::map<std::int64_t, std::vector<double>>> agree;
+    for (auto const& r : rows) {
+      if (r.arch != a || r.variant != "small_batch" || r.l2 != "hot" || !r.in_regime)
+        continue;
+      std::int64_t const groups = (r.top_k + 3) / 4;
+      if ((groups & (groups - 1)) != 0)
+        continue;
+      auto const* f = idx.find(a, r.mode, "hot", "fi_small_batch", r.shape());
+      if (f && f->ctas == r.ctas && r.ctas > 0 && r.median_us > 0)
+        agree[r.mode][r.top_k].push_back(f->median_us / r.median_us);
+    }
+    if (agree.empty())
+      continue;
+    os << "\nmoefin small_batch vs the released kernel where their geometries agree, " << a
+       << ": fi_small_batch time / small_batch time, median (minimum); target >= 0.95x\n";
+    TextTable tg({"topK", "a", "b", "c"});
+    std::set<std::int64_t> gk;
+    for (auto const& m : agree)
+      for (auto const& kv : m.second)
+        gk.insert(kv.first);
+    for (auto k : gk)
+      tg.add({std::to_string(k), median_min(agree["a"][k]), median_min(agree["b"][k]),
+              median_min(agree["c"][k])});
+    os << tg.render();
+  }
+}
+
 void repeat_spread(std::ostringstream& os, std::string const& arch,
                    std::vector<SweepRow> const& main_rows, std::vector<SweepRow> const& rep) {
   std::map<std::string, SweepRow const*> by_key;
@@ -464,7 +632,8 @@ void repeat_spread(std::ostringstream& os, std::string const& arch,
 std::string render_finalize_tables(std::vector<std::string> const& files,
                                    std::string const& published_csv) {
   std::vector<SweepRow> rows;
-  std::map<std::string, std::vector<SweepRow>> repeats; // arch -> rows of /finalize_repeat
+  std::map<std::string, std::vector<SweepRow>> repeats;        // arch -> rows of /finalize_repeat
+  std::map<std::string, std::map<std::string, double>> floors; // arch -> mode -> launch floor
   std::vector<std::string> archs;
   std::ostringstream os;
   for (auto const& f : files) {
@@ -476,6 +645,12 @@ std::string render_finalize_tables(std::vector<std::string> const& files,
     }
     auto const more = read_rows(r, "finalize_sweep", arch);
     rows.insert(rows.end(), more.begin(), more.end());
+    if (r.has_group("launch_floor")) {
+      h5::Table const lf = r.read_table("launch_floor");
+      if (lf.has_column("mode") && lf.has_column("median_us"))
+        for (std::size_t i = 0; i < lf.rows; ++i)
+          floors[arch][lf.strings.at("mode")[i]] = lf.reals.at("median_us")[i];
+    }
     if (r.has_group("finalize_repeat")) {
       auto const rep = read_rows(r, "finalize_repeat", arch);
       repeats[arch].insert(repeats[arch].end(), rep.begin(), rep.end());
@@ -495,6 +670,7 @@ std::string render_finalize_tables(std::vector<std::string> const& files,
     mode_table(os, rows, idx, archs, mode, mode == "a" ? &pub : nullptr);
   t1_table(os, rows, archs);
   ablation_tables(os, rows, archs);
+  v2_tables(os, rows, idx, archs, floors);
   for (auto const& a : archs)
     repeat_spread(os, a, rows, repeats[a]);
   return os.str();

@@ -18,7 +18,9 @@ std::vector<LaunchDescriptor> layer_launches(LayerPlan const& plan, RunFlags con
     d.knobs.delay_ns = k.delay_ns;
     d.knobs.ctas_per_sm = run.ctas_per_sm;
     d.knobs.max_shared_carveout = run.max_shared_carveout;
-    d.snapshot = plan.meta_allowed;
+    // The snapshot is a measurement of the checked runs; timing runs launch finalize without it
+    // (so that they time the lean instantiation the dispatcher picks).
+    d.snapshot = plan.meta_allowed && run.checked;
     if (k.kernel == Kernel::kFinalize) {
       d.finalize.variant = plan.finalize;
       d.finalize.metadata_before_wait = plan.meta_allowed;

@@ -30,6 +30,12 @@ FinalizeVariant const& select(FinalizeParams const& p, Options const& o);
 /// the variant supports) and computes its launch. Host only: needs no GPU.
 LaunchPlan plan(FinalizeParams const& p, Options const& o);
 
+/// Whether a lean instantiation serves the planned launch (LaunchPlan::lean): no delay, stamps
+/// or snapshot, not Options::force_instrumented, and a placement the variant's lean kernels have
+/// (each variant's own; small_batch also its late-trigger and metadata-after-wait placements;
+/// small_batch_v2 entry or exit, its ablations at entry). Entries of other sources: never.
+bool has_lean(FinalizeVariant const& v, LaunchPlan const& lp, Options const& o);
+
 /// SMs x 8 of the current device.
 int device_cta_budget();
 

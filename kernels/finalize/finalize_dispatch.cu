@@ -1,8 +1,9 @@
 // finalize::run and moefin's finalize variants: the one place where runtime flags become
-// template parameters, and the registry entry of every variant beside its launch code (one entry
-// per variant). The shape checks and the geometry come from plan() (finalize_select.cpp, host
-// only). In host-only builds this file compiles as C++: the entries are registered with a null
-// launch function and the kernels are left out.
+// template parameters (the lean or the instrumented instantiation, plan()'s LaunchPlan::lean),
+// and the registry entry of every variant beside its launch code (one entry per variant;
+// small_batch_v2's are in small_batch_v2_dispatch.cu). The shape checks and the geometry come from
+// plan() (finalize_select.cpp, host only). In host-only builds this file compiles as C++: the
+// entries are registered with a null launch function and the kernels are left out.
 
 #include "kernels/finalize/finalize.hpp"
 
@@ -11,6 +12,8 @@
 #include "kernels/common/pdl.cuh"
 #include "kernels/common/static_switch.hpp"
 #include "kernels/finalize/finalize_kernels.cuh"
+
+#include <stdexcept>
 #endif
 
 namespace moefin::finalize {
@@ -31,34 +34,82 @@ dim3 block_of(LaunchPlan const& lp) {
   return dim3(static_cast<unsigned>(lp.block_x), static_cast<unsigned>(lp.block_y));
 }
 
+using kernels::Knobs;
+using kernels::Lean;
+using kernels::Weights;
+constexpr Trigger kEntry = Trigger::kEntry;
+constexpr Trigger kExit = Trigger::kExit;
+constexpr Weights kAnyWeights = kernels::kRuntimeWeights;
+
+/// One launch of a plan's geometry.
+struct Go {
+  LaunchPlan const& lp;
+  Options const& o;
+  Stream s;
+  template <class... KArgs, class... Args> void operator()(void (*kernel)(KArgs...), Args&&... a) {
+    launch_kernel(kernel, grid_of(lp), block_of(lp), 0, s, o.pdl.pdl, std::forward<Args>(a)...);
+  }
+};
+
+[[noreturn]] void no_lean_kernel(LaunchPlan const& lp) {
+  throw std::logic_error("finalize: plan() chose a lean launch of " + lp.variant->name +
+                         " that has no lean kernel (has_lean and the launch disagree)");
+}
+
+// Lean launches (LaunchPlan::lean, decided by has_lean): one instantiation per weight type and
+// per placement has_lean allows; instrumented ones: every knob and the weight type at run time.
 void launch_scalar(FinalizeParams const& p, Options const& o, LaunchPlan const& lp, Stream s) {
+  Go go{lp, o, s};
+  if (!lp.lean)
+    return go(kernels::finalize_scalar<kAnyWeights, Knobs>, p, kernels::knobs_of(lp, o));
+  using K = Lean<kExit, false>;
   weight_switch(p.weight_type, [&](auto w) {
-    launch_kernel(kernels::finalize_scalar<decltype(w)::value>, grid_of(lp), block_of(lp), 0, s,
-                  o.pdl.pdl, p, kernels::knobs_of(lp, o));
+    go(kernels::finalize_scalar<kernels::weights_of(decltype(w)::value), K>, p, K{});
   });
 }
 
 void launch_vecload(FinalizeParams const& p, Options const& o, LaunchPlan const& lp, Stream s) {
-  weight_switch(p.weight_type, [&](auto w) {
-    value_switch<int, 1, 2, 4>(lp.loads_per_thread, "finalize vecload unroll", [&](auto u) {
-      launch_kernel(kernels::finalize_vecload<decltype(w)::value, decltype(u)::value>, grid_of(lp),
-                    block_of(lp), 0, s, o.pdl.pdl, p, kernels::knobs_of(lp, o));
+  Go go{lp, o, s};
+  value_switch<int, 1, 2, 4>(lp.loads_per_thread, "finalize vecload unroll", [&](auto u) {
+    constexpr int kU = decltype(u)::value;
+    if (!lp.lean)
+      return go(kernels::finalize_vecload<kAnyWeights, kU, Knobs>, p, kernels::knobs_of(lp, o));
+    using K = Lean<kExit, true>;
+    weight_switch(p.weight_type, [&](auto w) {
+      go(kernels::finalize_vecload<kernels::weights_of(decltype(w)::value), kU, K>, p, K{});
     });
   });
 }
 
 template <bool kSplit>
 void launch_small_batch(FinalizeParams const& p, Options const& o, LaunchPlan const& lp, Stream s) {
+  Go go{lp, o, s};
+  if (!lp.lean)
+    return go(kernels::finalize_small_batch<kAnyWeights, kSplit, Knobs>, p,
+              kernels::knobs_of(lp, o));
   weight_switch(p.weight_type, [&](auto w) {
-    launch_kernel(kernels::finalize_small_batch<decltype(w)::value, kSplit>, grid_of(lp),
-                  block_of(lp), 0, s, o.pdl.pdl, p, kernels::knobs_of(lp, o));
+    constexpr Weights kW = kernels::weights_of(decltype(w)::value);
+    bool const before = lp.meta_before_wait;
+    if (lp.trigger == kEntry && before)
+      go(kernels::finalize_small_batch<kW, kSplit, Lean<kEntry, true>>, p, Lean<kEntry, true>{});
+    else if constexpr (!kSplit)
+      no_lean_kernel(lp);
+    else if (lp.trigger == kExit && before)
+      go(kernels::finalize_small_batch<kW, true, Lean<kExit, true>>, p, Lean<kExit, true>{});
+    else if (lp.trigger == kEntry && !before)
+      go(kernels::finalize_small_batch<kW, true, Lean<kEntry, false>>, p, Lean<kEntry, false>{});
+    else
+      no_lean_kernel(lp);
   });
 }
 
 void launch_deepseek(FinalizeParams const& p, Options const& o, LaunchPlan const& lp, Stream s) {
+  Go go{lp, o, s};
+  if (!lp.lean)
+    return go(kernels::finalize_deepseek<kAnyWeights, Knobs>, p, kernels::knobs_of(lp, o));
+  using K = Lean<kExit, false>;
   weight_switch(p.weight_type, [&](auto w) {
-    launch_kernel(kernels::finalize_deepseek<decltype(w)::value>, grid_of(lp), block_of(lp), 0, s,
-                  o.pdl.pdl, p, kernels::knobs_of(lp, o));
+    go(kernels::finalize_deepseek<kernels::weights_of(decltype(w)::value), K>, p, K{});
   });
 }
 

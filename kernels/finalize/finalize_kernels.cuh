@@ -21,16 +21,30 @@
 
 namespace moefin::finalize::kernels {
 
-/// PDL knobs and instrumentation as the kernels see them (resolved by the dispatcher).
+// ---------------------------------------------------------------------------------------------
+// Knob sets. Every kernel takes its PDL knobs and probes as one argument of a knob-set type:
+// `Knobs` (instrumented: every knob a runtime value, set per launch by the race, equivalence and
+// timeline experiments) or `Lean<kTrigger, kMetaBeforeWait>` (the fast paths the dispatcher
+// picks and the sweep times: placement and metadata side fixed at compile time, no delay, no
+// stamps, no snapshot, so none of their code is compiled in). Both answer the same questions;
+// the lean answers are constexpr.
+
+/// Instrumented knobs (resolved by the dispatcher; the trigger is never kDefault here).
 struct Knobs {
-  std::int32_t trigger = static_cast<std::int32_t>(Trigger::kExit); // never kDefault here
+  std::int32_t trigger = static_cast<std::int32_t>(Trigger::kExit);
   std::int32_t meta_before_wait = 1;
   std::int64_t delay_ns = 0;
   std::int64_t* stamps = nullptr;   // [CTAs][4]: start, wait returned, trigger, end; or null
   std::int32_t* snapshot = nullptr; // [T*K] permuted indices the kernel used, or null
+
+  __device__ bool fires_at(Trigger at) const { return trigger == static_cast<std::int32_t>(at); }
+  __device__ bool meta_first() const { return meta_before_wait != 0; }
+  __device__ std::int64_t delay() const { return delay_ns; }
+  __device__ std::int64_t* stamp_out() const { return stamps; }
+  __device__ std::int32_t* snap() const { return snapshot; }
 };
 
-/// The knobs of a launch planned by plan() (launch functions of registry entries).
+/// The instrumented knobs of a launch planned by plan() (launch functions of registry entries).
 inline Knobs knobs_of(LaunchPlan const& lp, Options const& o) {
   Knobs k;
   k.trigger = static_cast<std::int32_t>(lp.trigger);
@@ -41,16 +55,39 @@ inline Knobs knobs_of(LaunchPlan const& lp, Options const& o) {
   return k;
 }
 
+/// Lean knobs: an empty argument.
+template <Trigger kTrigger, bool kMetaBeforeWait> struct Lean {
+  static_assert(kTrigger != Trigger::kDefault, "the dispatcher resolves the default placement");
+  __device__ static constexpr bool fires_at(Trigger at) { return at == kTrigger; }
+  __device__ static constexpr bool meta_first() { return kMetaBeforeWait; }
+  __device__ static constexpr std::int64_t delay() { return 0; }
+  __device__ static constexpr std::int64_t* stamp_out() { return nullptr; }
+  __device__ static constexpr std::int32_t* snap() { return nullptr; }
+};
+
+/// The weight type as a kernel template parameter: FinalizeParams' three, or kRuntime for the
+/// instrumented kernels, which read FinalizeParams::weight_type at run time (one uniform branch
+/// per weight read), so that each of them is one instantiation instead of three.
+enum class Weights : std::int32_t { kNone, kBf16, kFp32, kRuntime };
+inline constexpr Weights kRuntimeWeights = Weights::kRuntime;
+
+constexpr Weights weights_of(WeightType w) {
+  return w == WeightType::kBf16   ? Weights::kBf16
+         : w == WeightType::kFp32 ? Weights::kFp32
+                                  : Weights::kNone;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Helpers
 
 /// Per-CTA %globaltimer stamps, written by thread (0, 0) as the events happen (holding them in
-/// registers across the kernel made ptxas spill). Events that never happen stay -1.
+/// registers across the kernel made ptxas spill). Events that never happen stay -1. With lean
+/// knobs the pointer is a constant null and every stamp compiles away.
 class CtaStamps {
 public:
-  __device__ explicit CtaStamps(Knobs const& k) {
-    if (k.stamps && threadIdx.x == 0 && threadIdx.y == 0) {
-      out_ = k.stamps + 4 * (static_cast<std::int64_t>(blockIdx.y) * gridDim.x + blockIdx.x);
+  template <class K> __device__ explicit CtaStamps(K const& k) {
+    if (k.stamp_out() && threadIdx.x == 0 && threadIdx.y == 0) {
+      out_ = k.stamp_out() + 4 * (static_cast<std::int64_t>(blockIdx.y) * gridDim.x + blockIdx.x);
       out_[0] = static_cast<std::int64_t>(global_timer_ns());
       out_[1] = -1;
       out_[2] = -1;
@@ -69,25 +106,27 @@ private:
   std::int64_t* out_ = nullptr;
 };
 
-/// Triggers the dependent launch when the kernel's resolved placement is `at`. The knob is a
-/// kernel parameter, so the branch is uniform over the grid.
-__device__ __forceinline__ void trigger_if(Knobs const& k, Trigger at, CtaStamps& st) {
-  if (k.trigger == static_cast<std::int32_t>(at)) {
+/// Triggers the dependent launch when the kernel's resolved placement is `at`. Instrumented: the
+/// knob is a kernel parameter, so the branch is uniform over the grid; lean: resolved at compile
+/// time.
+template <class K>
+__device__ __forceinline__ void trigger_if(K const& k, Trigger at, CtaStamps& st) {
+  if (k.fires_at(at)) {
     pdl_trigger();
     st.triggered();
   }
 }
 
 /// Waits on the primary grid, then triggers if the placement is "after the wait".
-__device__ __forceinline__ void wait_primary(Knobs const& k, CtaStamps& st) {
+template <class K> __device__ __forceinline__ void wait_primary(K const& k, CtaStamps& st) {
   pdl_wait();
   st.waited();
   trigger_if(k, Trigger::kAfterWait, st);
 }
 
 /// "After the kernel's last global write": every thread of the CTA has written first.
-__device__ __forceinline__ void trigger_after_writes(Knobs const& k, CtaStamps& st) {
-  if (k.trigger == static_cast<std::int32_t>(Trigger::kAfterWrites)) {
+template <class K> __device__ __forceinline__ void trigger_after_writes(K const& k, CtaStamps& st) {
+  if (k.fires_at(Trigger::kAfterWrites)) {
     __syncthreads();
     pdl_trigger();
     st.triggered();
@@ -95,9 +134,9 @@ __device__ __forceinline__ void trigger_after_writes(Knobs const& k, CtaStamps& 
 }
 
 /// Delay injection: spin before the first global write.
-__device__ __forceinline__ void delay_before_write(Knobs const& k) {
-  if (k.delay_ns > 0)
-    spin_ns(k.delay_ns);
+template <class K> __device__ __forceinline__ void delay_before_write(K const& k) {
+  if (k.delay() > 0)
+    spin_ns(k.delay());
 }
 
 /// A permuted row that may be read: -1 (expert not local) and anything past the GEMM output
@@ -106,14 +145,24 @@ __device__ __forceinline__ bool row_ok(std::int32_t row, std::int64_t num_rows) 
   return static_cast<std::uint32_t>(row) < static_cast<std::uint64_t>(num_rows);
 }
 
-template <WeightType W>
-__device__ __forceinline__ float load_weight(void const* w, std::int64_t e) {
-  if constexpr (W == WeightType::kBf16)
-    return __bfloat162float(static_cast<__nv_bfloat16 const*>(w)[e]);
-  else if constexpr (W == WeightType::kFp32)
-    return static_cast<float const*>(w)[e];
-  else
+template <Weights W>
+__device__ __forceinline__ float load_weight(FinalizeParams const& p, std::int64_t e) {
+  if constexpr (W == kRuntimeWeights) {
+    switch (p.weight_type) {
+    case WeightType::kBf16:
+      return load_weight<Weights::kBf16>(p, e);
+    case WeightType::kFp32:
+      return load_weight<Weights::kFp32>(p, e);
+    default:
+      return 1.0f;
+    }
+  } else if constexpr (W == Weights::kBf16) {
+    return __bfloat162float(static_cast<__nv_bfloat16 const*>(p.expert_weights)[e]);
+  } else if constexpr (W == Weights::kFp32) {
+    return static_cast<float const*>(p.expert_weights)[e];
+  } else {
     return 1.0f;
+  }
 }
 
 __device__ __forceinline__ float fma_rounded(float acc, float w, float x) {
@@ -157,26 +206,26 @@ __device__ __forceinline__ uint4 load8(__nv_bfloat16 const* in) {
 
 /// Stages token t's permuted indices and weights (as fp32) in shared memory, strided over
 /// `nthreads` threads. The caller synchronizes.
-template <WeightType W>
+template <Weights W>
 __device__ __forceinline__ void stage_metadata(FinalizeParams const& p, std::int64_t t, int tid,
                                                int nthreads, std::int32_t* s_perm, float* s_w) {
   for (int k = tid; k < p.top_k; k += nthreads) {
     std::int64_t const e = t * p.top_k + k;
     s_perm[k] = p.expanded_to_permuted[e];
-    s_w[k] = load_weight<W>(p.expert_weights, e);
+    s_w[k] = load_weight<W>(p, e);
   }
 }
 
 /// Stages the token's metadata before or after the grid-dependency wait, as the knob says, and
 /// makes it visible to the whole CTA.
-template <WeightType W>
-__device__ __forceinline__ void stage_around_wait(FinalizeParams const& p, Knobs const& k,
+template <Weights W, class K>
+__device__ __forceinline__ void stage_around_wait(FinalizeParams const& p, K const& k,
                                                   CtaStamps& st, std::int64_t t,
                                                   std::int32_t* s_perm, float* s_w) {
-  if (k.meta_before_wait)
+  if (k.meta_first())
     stage_metadata<W>(p, t, threadIdx.x, blockDim.x, s_perm, s_w);
   wait_primary(k, st);
-  if (!k.meta_before_wait)
+  if (!k.meta_first())
     stage_metadata<W>(p, t, threadIdx.x, blockDim.x, s_perm, s_w);
   __syncthreads();
 }
@@ -215,9 +264,9 @@ accumulate_chunk(float (&acc)[8], __nv_bfloat16 const* in, std::int64_t hp, std:
 // output element per thread; waits at entry; per k it loads the index, then the weight, then
 // one element, serially.
 
-template <WeightType W>
+template <Weights W, class K>
 __global__ void __launch_bounds__(Policy::kScalarThreads)
-    finalize_scalar(FinalizeParams const p, Knobs const k) {
+    finalize_scalar(FinalizeParams const p, K const k) {
   CtaStamps st(k);
   trigger_if(k, Trigger::kEntry, st);
   wait_primary(k, st);
@@ -233,7 +282,7 @@ __global__ void __launch_bounds__(Policy::kScalarThreads)
         std::int32_t const row = p.expanded_to_permuted[e];
         if (!row_ok(row, p.num_rows))
           continue;
-        float const w = load_weight<W>(p.expert_weights, e);
+        float const w = load_weight<W>(p, e);
         acc = fma_rounded(acc, w, __bfloat162float(in[row * p.hidden_padded + h]));
       }
       if (first_write) {
@@ -242,9 +291,9 @@ __global__ void __launch_bounds__(Policy::kScalarThreads)
       }
       out[t * p.hidden + h] = __float2bfloat16_rn(acc);
     }
-    if (k.snapshot && blockIdx.x == 0 && threadIdx.x == 0)
+    if (k.snap() && blockIdx.x == 0 && threadIdx.x == 0)
       for (int kk = 0; kk < p.top_k; ++kk)
-        k.snapshot[t * p.top_k + kk] = p.expanded_to_permuted[t * p.top_k + kk];
+        k.snap()[t * p.top_k + kk] = p.expanded_to_permuted[t * p.top_k + kk];
   }
   trigger_after_writes(k, st);
   st.finish();
@@ -254,9 +303,9 @@ __global__ void __launch_bounds__(Policy::kScalarThreads)
 // vecload: the large-batch kernel. One CTA of 256 threads per token; the token's indices and
 // weights are staged in shared memory before the wait; 128-bit loads, kU experts in flight.
 
-template <WeightType W, int kU>
+template <Weights W, int kU, class K>
 __global__ void __launch_bounds__(Policy::kVecloadThreads)
-    finalize_vecload(FinalizeParams const p, Knobs const k) {
+    finalize_vecload(FinalizeParams const p, K const k) {
   __shared__ std::int32_t s_perm[Policy::kMaxTopK];
   __shared__ float s_w[Policy::kMaxTopK];
   CtaStamps st(k);
@@ -278,9 +327,9 @@ __global__ void __launch_bounds__(Policy::kVecloadThreads)
     }
     store8(out + c * Policy::kVecElems, acc);
   }
-  if (k.snapshot)
+  if (k.snap())
     for (int kk = threadIdx.x; kk < p.top_k; kk += blockDim.x)
-      k.snapshot[t * p.top_k + kk] = s_perm[kk];
+      k.snap()[t * p.top_k + kk] = s_perm[kk];
   trigger_after_writes(k, st);
   st.finish();
 }
@@ -293,9 +342,9 @@ __global__ void __launch_bounds__(Policy::kVecloadThreads)
 // summed through shared memory by group 0 in ascending group order. !kSplit (ablation): one
 // group walks the whole top-K four experts at a time from metadata staged in shared memory.
 
-template <WeightType W, bool kSplit>
+template <Weights W, bool kSplit, class K>
 __global__ void __launch_bounds__(Policy::kMaxThreads)
-    finalize_small_batch(FinalizeParams const p, Knobs const k) {
+    finalize_small_batch(FinalizeParams const p, K const k) {
   CtaStamps st(k);
   trigger_if(k, Trigger::kEntry, st);
   std::int64_t const t = blockIdx.y;
@@ -318,13 +367,13 @@ __global__ void __launch_bounds__(Policy::kMaxThreads)
         int const kk = k_begin + j;
         bool const mine = j < per_group && kk < top_k;
         perm[j] = mine ? p.expanded_to_permuted[t * top_k + kk] : -1;
-        w[j] = mine ? load_weight<W>(p.expert_weights, t * top_k + kk) : 0.0f;
+        w[j] = mine ? load_weight<W>(p, t * top_k + kk) : 0.0f;
       }
     };
-    if (k.meta_before_wait)
+    if (k.meta_first())
       read_metadata();
     wait_primary(k, st);
-    if (!k.meta_before_wait)
+    if (!k.meta_first())
       read_metadata();
     if (live) {
       uint4 v[kL];
@@ -361,11 +410,11 @@ __global__ void __launch_bounds__(Policy::kMaxThreads)
           acc[7] = __fadd_rn(acc[7], b.w);
         }
     }
-    if (k.snapshot && blockIdx.x == 0 && threadIdx.x == 0)
+    if (k.snap() && blockIdx.x == 0 && threadIdx.x == 0)
 #pragma unroll
       for (int j = 0; j < kL; ++j)
         if (j < per_group && k_begin + j < top_k)
-          k.snapshot[t * top_k + k_begin + j] = perm[j];
+          k.snap()[t * top_k + k_begin + j] = perm[j];
   } else {
     __shared__ std::int32_t s_perm[Policy::kMaxTopK];
     __shared__ float s_w[Policy::kMaxTopK];
@@ -373,9 +422,9 @@ __global__ void __launch_bounds__(Policy::kMaxThreads)
     if (live)
       accumulate_chunk<Policy::kMaxLoads, true>(acc, in, p.hidden_padded, p.num_rows, col, s_perm,
                                                 s_w, top_k);
-    if (k.snapshot && blockIdx.x == 0)
+    if (k.snap() && blockIdx.x == 0)
       for (int kk = threadIdx.x; kk < top_k; kk += blockDim.x)
-        k.snapshot[t * top_k + kk] = s_perm[kk];
+        k.snap()[t * top_k + kk] = s_perm[kk];
   }
 
   if (threadIdx.y == 0 && live) {
@@ -391,9 +440,9 @@ __global__ void __launch_bounds__(Policy::kMaxThreads)
 // thread: acc = sum_k (w * in_scale[row, block]) * x, then per (token, 128-column block)
 // scale = amax / 448 (1 when the block is all zero) and out = E4M3(acc / scale), saturating.
 
-template <WeightType W>
+template <Weights W, class K>
 __global__ void __launch_bounds__(Policy::kScaleBlock)
-    finalize_deepseek(FinalizeParams const p, Knobs const k) {
+    finalize_deepseek(FinalizeParams const p, K const k) {
   constexpr int kWarps = Policy::kScaleBlock / 32;
   __shared__ float s_amax[kWarps];
   CtaStamps st(k);
@@ -414,8 +463,7 @@ __global__ void __launch_bounds__(Policy::kScaleBlock)
         std::int32_t const row = p.expanded_to_permuted[e];
         if (!row_ok(row, p.num_rows))
           continue;
-        float const ws =
-            __fmul_rn(load_weight<W>(p.expert_weights, e), p.in_scales[row * in_blocks + block]);
+        float const ws = __fmul_rn(load_weight<W>(p, e), p.in_scales[row * in_blocks + block]);
         acc = fma_rounded(acc, ws, __bfloat162float(in[row * p.hidden_padded + h]));
       }
     // fmaxf drops NaN operands; a NaN accumulator still reaches the output through the cast.
@@ -439,9 +487,9 @@ __global__ void __launch_bounds__(Policy::kScaleBlock)
           __nv_cvt_float_to_fp8(__fdiv_rn(acc, scale), __NV_SATFINITE, __NV_E4M3);
     if (threadIdx.x == 0)
       p.out_scales[t * out_blocks + block] = scale;
-    if (k.snapshot && blockIdx.x == 0 && threadIdx.x == 0)
+    if (k.snap() && blockIdx.x == 0 && threadIdx.x == 0)
       for (int kk = 0; kk < p.top_k; ++kk)
-        k.snapshot[t * p.top_k + kk] = p.expanded_to_permuted[t * p.top_k + kk];
+        k.snap()[t * p.top_k + kk] = p.expanded_to_permuted[t * p.top_k + kk];
     __syncthreads(); // s_amax is rewritten by the next token
   }
   trigger_after_writes(k, st);

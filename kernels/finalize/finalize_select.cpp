@@ -5,6 +5,7 @@
 
 #include "kernels/finalize/finalize.hpp"
 #include "kernels/finalize/finalize_policy.hpp"
+#include "kernels/finalize/small_batch_v2.hpp"
 
 #include "core/ops/errors.hpp"
 
@@ -171,6 +172,28 @@ LaunchPlan deepseek_geometry(FinalizeParams const& p, Options const&, FinalizeVa
   return lp;
 }
 
+bool has_lean(FinalizeVariant const& v, LaunchPlan const& lp, Options const& o) {
+  if (o.force_instrumented || o.pdl.delay_ns != 0 || o.pdl.stamps != nullptr ||
+      o.pre_wait_snapshot != nullptr)
+    return false;
+  Trigger const t = lp.trigger;
+  bool const before = lp.meta_before_wait;
+  // moefin's kernels, by the geometry their entries share with their launch functions
+  // (finalize_dispatch.cu); scalar and deepseek_fp8 read the metadata after their wait always.
+  if (v.geometry == scalar_geometry || v.geometry == deepseek_geometry)
+    return t == Trigger::kExit;
+  if (v.geometry == vecload_geometry)
+    return t == Trigger::kExit && before;
+  if (v.geometry == small_batch_nosplit_geometry)
+    return t == Trigger::kEntry && before;
+  if (v.geometry == small_batch_geometry)
+    return (t == Trigger::kEntry && before) || (t == Trigger::kExit && before) ||
+           (t == Trigger::kEntry && !before);
+  if (v2::is_v2(v))
+    return v2::has_lean(v, lp);
+  return false; // entries of other sources: their own launch functions
+}
+
 FinalizeVariant const& select(ShapeQuery const& q, Options const& o) {
   if (o.variant != nullptr)
     return *o.variant;
@@ -206,8 +229,10 @@ LaunchPlan plan(FinalizeParams const& p, Options const& o) {
   check_limits(v, p);
   LaunchPlan lp = v.geometry(p, o, v);
   lp.variant = &v;
-  lp.trigger = v.trigger_for(o.pdl.trigger);
+  lp.trigger = resolve(o.pdl.trigger, lp.policy_trigger != Trigger::kDefault ? lp.policy_trigger
+                                                                             : v.default_trigger);
   lp.meta_before_wait = v.reads_meta_before_wait(o.metadata_before_wait);
+  lp.lean = has_lean(v, lp, o);
   return lp;
 }
 

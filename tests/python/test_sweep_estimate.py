@@ -9,8 +9,14 @@ LINE = re.compile(r": (\d+) rows .*expected ~[\d.]+ min on an H200-class GPU \((
                   r"of it timed replays")
 
 
+# The variants of that run (the default list has grown since: small_batch_v2).
+RUN_VARIANTS = ("scalar,small_batch,small_batch_nosplit,small_batch_late_trigger,"
+                "small_batch_meta_after_wait,vecload")
+
+
 def estimate(moefin, *args):
-    proc = run(moefin, "sweep", "finalize", "--estimate", *args, check=False)
+    proc = run(moefin, "sweep", "finalize", "--estimate", "--variants", RUN_VARIANTS, *args,
+               check=False)
     m = LINE.search(proc.stdout)
     assert m, proc.stdout + proc.stderr
     return proc, int(m.group(1)), int(m.group(2)), int(m.group(3))

@@ -43,7 +43,7 @@ __global__ void __launch_bounds__(kThreads)
       std::int32_t const row = p.expanded_to_permuted[e];
       if (!kernels::row_ok(row, p.num_rows))
         continue;
-      float const w = kernels::load_weight<W>(p.expert_weights, e);
+      float const w = kernels::load_weight<kernels::weights_of(W)>(p, e);
       acc = kernels::fma_rounded(acc, w, __bfloat162float(in[row * p.hidden_padded + h]));
     }
     kernels::delay_before_write(k);

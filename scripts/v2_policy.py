@@ -1,0 +1,200 @@
+#!/usr/bin/env python3
+"""Fill small_batch_v2's policy table from a measurement of its geometry candidates.
+
+Reads the /finalize_sweep rows of the result files (moefin sweep finalize --variants
+small_batch_v2/c<chunks>/l<loads>[/exit],... as scripts/gpu/finalize_fast.sh runs it) and
+writes kernels/finalize/small_batch_v2_table.hpp: per (H, T, K) of the given weight type the
+geometry with the lowest score a/a_best + b/b_best over the entry-trigger candidates, a and b
+being its median per-launch time in modes a and b (hot L2) and *_best the fastest candidate's in
+that mode (one mode alone where only one was measured; ties: fewer threads, then fewer loads);
+its trigger is exit when that geometry with the exit trigger was faster in mode b by more than
+--exit-margin, else entry. The header names the files it came from (path, sha256, root
+attributes git_commit, gpu_name, date) and is the only input of v2::policy_geometry().
+
+usage: scripts/v2_policy.py FILE.h5... [--out HEADER] [--weights bf16] [--exit-margin 0.01]
+Exit status: 0 written; 1 a file is unreadable or holds no candidate rows; 2 bad usage.
+"""
+
+import argparse
+import hashlib
+import os
+import re
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CANDIDATE = re.compile(r"^small_batch_v2/c(\d+)/l(\d+)(/exit)?$")
+MAX_THREADS, MIN_THREADS, MAX_GROUPS = 512, 32, 32
+
+
+def fail(msg, code=1):
+    print("v2_policy: " + msg, file=sys.stderr)
+    sys.exit(code)
+
+
+def text(v):
+    return v.decode("utf-8") if isinstance(v, bytes) else str(v)
+
+
+def read_rows(path):
+    """Candidate rows of one file: list of dicts, and the file's provenance."""
+    try:
+        import h5py
+    except ImportError:
+        fail("needs h5py (.venv/bin/python, or python3 with h5py)")
+    if not os.path.isfile(path):
+        fail("%s: no such file" % path)
+    if not h5py.is_hdf5(path):
+        fail("%s: not an HDF5 file" % path)
+    try:
+        with h5py.File(path, "r") as f:
+            prov = {k: text(v) for k, v in f.attrs.items()}
+            if "finalize_sweep" not in f or "table" not in f["finalize_sweep"]:
+                fail("%s: no /finalize_sweep table (not a moefin sweep finalize file)" % path)
+            rows = f["finalize_sweep"]["table"][()]
+    except OSError as e:
+        fail("%s: cannot read (%s)" % (path, e))
+    names = rows.dtype.names
+    for col in ("H", "T", "K", "weights", "mode", "l2", "variant", "median_us"):
+        if col not in names:
+            fail("%s: /finalize_sweep lacks column '%s'" % (path, col))
+    out = []
+    for r in rows:
+        variant = text(r["variant"])
+        m = CANDIDATE.match(variant)
+        if not m:
+            continue
+        out.append({"H": int(r["H"]), "T": int(r["T"]), "K": int(r["K"]),
+                    "weights": text(r["weights"]), "mode": text(r["mode"]),
+                    "l2": text(r["l2"]), "chunks": int(m.group(1)), "loads": int(m.group(2)),
+                    "exit": bool(m.group(3)), "median": float(r["median_us"])})
+    return out, prov
+
+
+def groups_for(k, loads):
+    g = 1
+    while g * loads < k:
+        g *= 2
+    return g
+
+
+def choose(rows, exit_margin):
+    """{(H, T, K): (chunks, loads, trigger, score, n_candidates)}."""
+    cells = {}
+    for r in rows:
+        cells.setdefault((r["H"], r["T"], r["K"]), []).append(r)
+    table = {}
+    for key, rs in sorted(cells.items()):
+        per = {}  # (chunks, loads) -> {mode: median}, entry trigger
+        exit_b = {}
+        for r in rs:
+            g = (r["chunks"], r["loads"])
+            if r["exit"]:
+                if r["mode"] == "b":
+                    exit_b[g] = r["median"]
+            else:
+                per.setdefault(g, {})[r["mode"]] = r["median"]
+        modes = [m for m in ("a", "b") if any(m in v for v in per.values())]
+        if not modes:
+            continue
+        best = {m: min(v[m] for v in per.values() if m in v) for m in modes}
+        scored = []
+        for g, v in per.items():
+            if not all(m in v for m in modes):
+                continue
+            score = sum(v[m] / best[m] for m in modes)
+            threads = g[0] * groups_for(key[2], g[1])
+            scored.append((score, threads, g[1], g))
+        if not scored:
+            continue
+        scored.sort()
+        score, _, _, (chunks, loads) = scored[0]
+        trigger = "kEntry"
+        entry_b = per[(chunks, loads)].get("b")
+        if entry_b is not None and (chunks, loads) in exit_b:
+            if exit_b[(chunks, loads)] < entry_b * (1.0 - exit_margin):
+                trigger = "kExit"
+        table[key] = (chunks, loads, trigger, score, len(per))
+    return table
+
+
+def sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def render(table, sources, weights, exit_margin):
+    src = "; ".join(sources)
+    lines = [
+        "#pragma once",
+        "// Generated by scripts/v2_policy.py; do not edit by hand.",
+        "// Source: %s" % src,
+        "// Per (H, T, K), %s weights: the geometry with the lowest a/a_best + b/b_best of the" % weights,
+        "// measured candidates (median per-launch time, hot L2); trigger exit where that geometry",
+        "// with the exit trigger was faster in mode b by more than %.1f%%." % (100 * exit_margin),
+        "",
+        '#include "kernels/finalize/small_batch_v2.hpp"',
+        "",
+        "#include <array>",
+        "",
+        "namespace moefin::finalize::v2::generated {",
+        "",
+        "inline constexpr char kSource[] =",
+    ]
+    # The source string as adjacent literals of at most ~90 characters.
+    chunks = [src[i:i + 88] for i in range(0, len(src), 88)] or [""]
+    for i, c in enumerate(chunks):
+        lines.append('    "%s"%s' % (c.replace("\\", "\\\\").replace('"', '\\"'),
+                                   ";" if i == len(chunks) - 1 else ""))
+    lines += ["",
+              "// {hidden, tokens, top_k, chunks, loads, trigger}",
+              "inline constexpr std::array<PolicyEntry, %d> kTable = {{" % len(table)]
+    for (h, t, k), (chunks_, loads, trig, score, n) in sorted(table.items(),
+                                                            key=lambda kv: (kv[0][1], kv[0][2],
+                                                                            kv[0][0])):
+        lines.append("    {%d, %d, %d, %d, %d, Trigger::%s}, // score %.3f of %d" %
+                     (h, t, k, chunks_, loads, trig, score, n))
+    lines += ["}};", "", "} // namespace moefin::finalize::v2::generated", ""]
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("files", nargs="+", help="result files with candidate rows")
+    ap.add_argument("--out", default=os.path.join(ROOT, "kernels", "finalize",
+                                                  "small_batch_v2_table.hpp"))
+    ap.add_argument("--weights", default="bf16", choices=["bf16", "fp32", "none"])
+    ap.add_argument("--exit-margin", type=float, default=0.01)
+    a = ap.parse_args(argv)
+    if not 0.0 <= a.exit_margin < 0.5:
+        fail("--exit-margin %g out of range [0, 0.5)" % a.exit_margin, 2)
+    rows, sources = [], []
+    for path in a.files:
+        rs, prov = read_rows(path)
+        rs = [r for r in rs if r["weights"] == a.weights and r["l2"] == "hot"]
+        if not rs:
+            fail("%s: no small_batch_v2/c*/l* rows with %s weights and hot L2" % (path, a.weights))
+        rows += rs
+        sources.append("%s (sha256 %s, %d candidate rows, git_commit %s, gpu %s, %s)" % (
+            os.path.relpath(path, ROOT) if os.path.isabs(path) else path, sha256(path)[:16],
+            len(rs), prov.get("git_commit", "?"), prov.get("gpu_name", "?"),
+            prov.get("date_utc", "?")))
+    table = choose(rows, a.exit_margin)
+    if not table:
+        fail("no (H, T, K) has a candidate measured in every mode present")
+    with open(a.out, "w") as f:
+        f.write(render(table, sources, a.weights, a.exit_margin))
+    wins = {}
+    for chunks, loads, trig, _, _ in table.values():
+        wins[(chunks, loads, trig)] = wins.get((chunks, loads, trig), 0) + 1
+    top = sorted(wins.items(), key=lambda kv: -kv[1])[:6]
+    print("v2_policy: %d entries -> %s; most chosen: %s" % (
+        len(table), a.out, ", ".join("c%d/l%d/%s x%d" % (c, l, t[1:].lower(), n)
+                                     for (c, l, t), n in top)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
