@@ -95,11 +95,8 @@ int sweep_layer(cli::Args const& args) {
   };
   // Numbered on from the timelines a resumed file already holds.
   std::int64_t timelines = 0;
-  {
-    h5::ResultReader const before(file.path());
-    while (before.has_group("timeline_layer_" + std::to_string(timelines)))
-      ++timelines;
-  }
+  while (file.has_group("timeline_layer_" + std::to_string(timelines)))
+    ++timelines;
   Progress progress("sweep layer", shapes.size() * tokens.size());
   for (auto const& shape : shapes) {
     std::unique_ptr<chain::LayerWeights> weights;
@@ -185,6 +182,7 @@ int sweep_layer(cli::Args const& args) {
     }
   }
   progress.finish();
+  file.commit();
   h5::ResultReader reader(file.path());
   chain_tables::print_layer_tables(reader.read_table("layer_sweep"), published, std::cout);
   return kExitOk;
