@@ -34,6 +34,17 @@ bool parse(std::string const& command, std::string const& synopsis,
            po::options_description const& desc, Args const& args, po::variables_map& vm,
            po::positional_options_description const* positional = nullptr);
 
+/// `value` with control characters replaced and cut to `max` characters ("..." at the end): how
+/// a value given on the command line is echoed in a message.
+std::string cut(std::string const& value, std::size_t max = 80);
+
+/// A message as one line: newlines and tabs become blanks, quoted values ('...') are cut to 80
+/// characters and other runs without blanks to 240 (what main() prints for every error).
+std::string one_line(std::string const& message);
+
+/// Values one list option may expand to (ranges "1-8" included).
+inline constexpr std::int64_t kMaxListValues = 4096;
+
 /// Adds the options every experiment that writes a result file takes: --out, --resume, --seed.
 void add_output_options(po::options_description& desc, std::string const& default_out);
 
@@ -49,6 +60,28 @@ template <class T> void check_range(std::string const& flag, T value, T lo, T hi
     throw InputError(flag + ": value " + to_text(value) + " out of range [" + to_text(lo) + ", " +
                      to_text(hi) + "]");
 }
+
+// Option values whose check runs inside parse() (po::notify), so that a bad value is a usage
+// error (exit 2) before the command opens a device or a file, whatever the command does first.
+// Use them in the option tables: desc.add_options()("rounds", cli::ranged("--rounds", 5, 3, 1000),
+// "...").
+
+/// A number with its default, checked against [lo, hi].
+template <class T>
+po::typed_value<T>* ranged(std::string const& flag, T default_value, T lo, T hi) {
+  return po::value<T>()->default_value(default_value)->notifier([flag, lo, hi](T const& v) {
+    check_range(flag, v, lo, hi);
+  });
+}
+
+/// A word with its default, one of `allowed`.
+po::typed_value<std::string>* choice(std::string const& flag,
+                                     std::vector<std::string> const& allowed,
+                                     std::string const& default_value);
+
+/// A list "1,2,4" / "1-8" with its default, every value in [lo, hi] (parse_int_list's rules).
+po::typed_value<std::string>* int_list(std::string const& flag, std::int64_t lo, std::int64_t hi,
+                                       std::string const& default_value);
 
 /// Throws InputError unless value is a positive multiple of m.
 void check_multiple(std::string const& flag, std::int64_t value, std::int64_t m);
