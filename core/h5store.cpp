@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
@@ -744,11 +745,13 @@ std::shared_ptr<File> open_checked(std::string const& path, unsigned flags, Acce
   return f;
 }
 
-/// `.NAME.PID.partial` beside `path`: where create() writes before commit() renames.
+/// `.NAME.PID.N.partial` beside `path`: where create() writes before commit() renames (N tells
+/// two writers of one process apart).
 std::string temporary_name(std::string const& path) {
+  static std::atomic<unsigned> counter{0};
   std::filesystem::path const p(path);
-  std::string const name =
-      "." + p.filename().string() + "." + std::to_string(::getpid()) + ".partial";
+  std::string const name = "." + p.filename().string() + "." + std::to_string(::getpid()) + "." +
+                           std::to_string(counter++) + ".partial";
   return (p.parent_path() / name).string();
 }
 

@@ -98,7 +98,7 @@ private:
 
 /// A result file open for writing. Under its final name a file is complete or absent:
 /// - create(): a file written whole (a routing, a timeline) goes to a temporary name beside the
-///   final one (`.NAME.PID.partial`) and is renamed onto it by commit(), so a killed run leaves
+///   final one (`.NAME.PID.N.partial`) and is renamed onto it by commit(), so a killed run leaves
 ///   no file, and with `overwrite` the old file stays until the new one is complete;
 /// - create_resumable() / resume(): a file that experiments append rows to lives under its final
 ///   name with `moefin_state = incomplete` (see kStateAttr) until commit() writes `complete`.
