@@ -1,8 +1,9 @@
 #pragma once
 // Command-line plumbing shared by every subcommand: parsing with Boost.Program_options, the
-// one-line range errors, and the registry of subcommands.
+// registry of subcommands, lists; the one-line range errors are core/ops/ranges.hpp's.
 
-#include "core/errors.hpp"
+#include "core/ops/errors.hpp"
+#include "core/ops/ranges.hpp"
 
 #include <boost/program_options.hpp>
 
@@ -48,18 +49,11 @@ inline constexpr std::int64_t kMaxListValues = 4096;
 /// Adds the options every experiment that writes a result file takes: --out, --resume, --seed.
 void add_output_options(po::options_description& desc, std::string const& default_out);
 
-template <class T> std::string to_text(T const& v) {
-  std::ostringstream os;
-  os << v;
-  return os.str();
-}
-
-/// Throws InputError "--flag: value V out of range [lo, hi]" unless lo <= value <= hi.
-template <class T> void check_range(std::string const& flag, T value, T lo, T hi) {
-  if (!(value >= lo && value <= hi))
-    throw InputError(flag + ": value " + to_text(value) + " out of range [" + to_text(lo) + ", " +
-                     to_text(hi) + "]");
-}
+// The range checks (core/ops/ranges.hpp), under the names the commands use.
+using ranges::check_choice;
+using ranges::check_multiple;
+using ranges::check_range;
+using ranges::to_text;
 
 // Option values whose check runs inside parse() (po::notify), so that a bad value is a usage
 // error (exit 2) before the command opens a device or a file, whatever the command does first.
@@ -83,15 +77,8 @@ po::typed_value<std::string>* choice(std::string const& flag,
 po::typed_value<std::string>* int_list(std::string const& flag, std::int64_t lo, std::int64_t hi,
                                        std::string const& default_value);
 
-/// Throws InputError unless value is a positive multiple of m.
-void check_multiple(std::string const& flag, std::int64_t value, std::int64_t m);
-
 /// Parses "1,2,4,8" (and ranges "1-4") into integers, each checked against [lo, hi].
 std::vector<std::int64_t> parse_int_list(std::string const& flag, std::string const& text,
                                          std::int64_t lo, std::int64_t hi);
-
-/// Checks `value` is one of `allowed`; throws InputError listing them otherwise.
-void check_choice(std::string const& flag, std::string const& value,
-                  std::vector<std::string> const& allowed);
 
 } // namespace moefin::cli
