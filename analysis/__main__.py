@@ -23,9 +23,10 @@ matplotlib.use("Agg")
 
 from . import CHAINS_DIR, PUBLISHED_DIR  # noqa: E402
 from .errors import ResultFileError  # noqa: E402
-from .report import build_report, write_report  # noqa: E402
+from .report import FILES_WRITTEN, build_report, write_report  # noqa: E402
 
-REPORT_ENTRIES = {"report.md", "tables", "figures"}  # what write_report puts into DIR
+# What write_report puts into DIR (its top-level names): all a folder may hold to be replaced.
+REPORT_ENTRIES = {name.split("/")[0] for name, _ in FILES_WRITTEN}
 _RENAME_EXCHANGE = 2  # linux/fs.h
 
 
@@ -46,6 +47,9 @@ def _parser():
                    help="output directory (default: out/report); replaced as a whole")
     r.add_argument("--published", default=str(PUBLISHED_DIR), metavar="DIR",
                    help=f"directory of the published CSVs (default: {PUBLISHED_DIR})")
+    r.add_argument("--timelines", choices=("representative", "all"), default="representative",
+                   help="per-CTA timeline figures: a few representative ones per family "
+                   "(default), or every one")
     r.add_argument("--chains", default=str(CHAINS_DIR), metavar="DIR",
                    help="directory of the chain descriptions whose `measured` blocks hold the "
                    f"H200 table of DESIGN.md section 3 (default: {CHAINS_DIR})")
@@ -125,7 +129,8 @@ def run_report(args):
         raise OutputError(out, f"cannot create a folder beside it ({e.strerror or e})") from None
     try:
         # Messages name DIR, where the report ends up, not the folder it is written in.
-        write_report(report, fresh, log=lambda m: print(m.replace(str(fresh), str(out))))
+        write_report(report, fresh, log=lambda m: print(m.replace(str(fresh), str(out))),
+                     timelines=args.timelines)
         _swap_in(fresh, out)
     except BaseException:
         shutil.rmtree(fresh, ignore_errors=True)

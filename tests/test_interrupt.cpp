@@ -6,8 +6,8 @@
 #define BOOST_TEST_MODULE interrupt
 #include <boost/test/unit_test.hpp>
 
-#include "core/ops/errors.hpp"
 #include "core/h5store.hpp"
+#include "core/ops/errors.hpp"
 #include "core/rng.hpp"
 #include "experiments/routing/routing_file.hpp"
 #include "tests/hostile.hpp"
