@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <iostream>
+#include <limits>
 #include <typeinfo>
 
 namespace moefin::cli {
@@ -89,7 +90,10 @@ bool parse(std::string const& command, std::string const& synopsis,
   po::positional_options_description pos;
   if (positional)
     pos = *positional;
-  pos.add(kStray, -1);
+  // After a positional that takes every remaining word there is nothing stray; adding kStray
+  // then would take those words from it (Boost keeps one trailing name).
+  if (pos.max_total_count() != std::numeric_limits<unsigned>::max())
+    pos.add(kStray, -1);
   auto usage = [&] {
     return "; usage: moefin " + command + " " + synopsis + " (see 'moefin " + command + " --help')";
   };

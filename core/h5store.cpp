@@ -1246,7 +1246,8 @@ void ResultWriter::write_array(std::string const& g, std::string const& n,
 void ResultWriter::set_attr(std::string const& group, std::string const& name,
                             std::string const& value) {
   file_->require_open("set_attr");
-  if (name == kStateAttr || name == "moefin_schema")
+  bool const root = group.empty() || group == "/";
+  if (root && (name == kStateAttr || name == "moefin_schema")) // a copy in a group is data
     throw std::invalid_argument("attribute " + name + " is the store's own");
   Hid g = open_or_create_group(*file_, group, "arrays");
   write_str_attr(*file_, g.get(), name, value);
