@@ -1,8 +1,12 @@
 """Reading and validating result files against the schema of data/README.md.
 
 Every problem with a file becomes one ResultFileError naming it; nothing half-read leaks out.
+Everything is checked before it is read: links are plain (no soft or external links, which can
+loop or reach into other files), attributes are scalar strings or numbers, datasets hold no more
+elements than their storage in the file can encode, and the file is complete (`moefin_state`).
 """
 import json
+import os
 import pathlib
 
 import h5py
@@ -12,8 +16,21 @@ from .errors import ResultFileError
 from .frame import Frame
 
 SCHEMA = "moefin-results/1"
+STATE_ATTR = "moefin_state"
+STATES = ("complete", "incomplete")
 STORE_FIELDS = ("key", "sample_offset", "sample_count")
 SUFFIXES = (".h5", ".hdf5")
+
+# What a moefin file holds at most; beyond this a file is damaged or hostile and is rejected
+# before anything of that size is allocated (the C++ reader, core/h5store.cpp, uses the same).
+MAX_ATTR_BYTES = 1 << 20
+MAX_ATTRIBUTES = 4096
+MAX_MEMBERS = 4096
+MAX_COLUMNS = 1024
+MAX_STRING_COLUMN = 4096
+# zlib's deflate cannot expand data by more than ~1032:1; unfiltered data not at all.
+MAX_DEFLATE_RATIO = 1100.0
+KNOWN_FILTERS = {1, 2, 3}  # deflate, shuffle, fletcher32
 
 # The columns this package reads from each experiment table (data/README.md, "Experiment
 # tables"), with their kind: i = int64, f = float64, s = fixed-length string. Writers may add
@@ -76,6 +93,138 @@ def _text(value):
     return str(value)
 
 
+def _hard_member(path, group, name, where):
+    """The object `name` of `group` through a plain link; soft and external links are refused."""
+    try:
+        link = group.get(name, getlink=True)
+    except (KeyError, OSError, RuntimeError, ValueError, UnicodeError) as e:
+        raise ResultFileError(path, f"cannot read the link {where} (damaged?): "
+                                    f"{_first_line(e)}") from None
+    if link is None:
+        raise ResultFileError(path, f"no object {where}")
+    if isinstance(link, h5py.SoftLink):
+        raise ResultFileError(path, f"{where} is a soft link (moefin files hold only plain "
+                                    f"groups and datasets)")
+    if isinstance(link, h5py.ExternalLink):
+        raise ResultFileError(path, f"{where} is an external link to {link.filename!r} (moefin "
+                                    f"files hold only plain groups and datasets)")
+    try:
+        return group[name]
+    except (KeyError, OSError, RuntimeError, ValueError, UnicodeError) as e:
+        raise ResultFileError(path, f"cannot open {where} (damaged?): {_first_line(e)}") from None
+
+
+def _first_line(e):
+    text = str(e).strip().splitlines()
+    return text[0][:200] if text else type(e).__name__
+
+
+def _names(path, group, where):
+    try:
+        names = list(group.keys())
+    except (KeyError, OSError, RuntimeError, ValueError) as e:
+        raise ResultFileError(path, f"cannot list {where} (damaged?): {_first_line(e)}") from None
+    except UnicodeError:
+        raise ResultFileError(path, f"{where} has a member name that is not UTF-8") from None
+    if len(names) > MAX_MEMBERS:
+        raise ResultFileError(path, f"{where} has {len(names)} members (at most {MAX_MEMBERS})")
+    if not all(isinstance(n, str) for n in names):
+        raise ResultFileError(path, f"{where} has a member name that is not UTF-8")
+    return names
+
+
+def _attrs(path, obj, where):
+    """The attributes of an object as text, each checked to be a scalar string or number."""
+    try:
+        names = list(obj.attrs.keys())
+    except (KeyError, OSError, RuntimeError, ValueError) as e:
+        raise ResultFileError(path, f"cannot list the attributes of {where} (damaged?): "
+                                    f"{_first_line(e)}") from None
+    except UnicodeError:
+        raise ResultFileError(path, f"{where} has an attribute name that is not UTF-8") from None
+    if len(names) > MAX_ATTRIBUTES:
+        raise ResultFileError(path, f"{where} has {len(names)} attributes (at most "
+                                    f"{MAX_ATTRIBUTES})")
+    if not all(isinstance(n, str) for n in names):
+        raise ResultFileError(path, f"{where} has an attribute name that is not UTF-8")
+    out = {}
+    for name in names:
+        what = f"attribute '{name[:80]}' of {where}"
+        try:
+            aid = h5py.h5a.open(obj.id, name.encode("utf-8"))
+            shape, dtype = aid.shape, aid.dtype
+        except (KeyError, OSError, RuntimeError, ValueError, TypeError) as e:
+            raise ResultFileError(path, f"cannot open {what} (damaged?): "
+                                        f"{_first_line(e)}") from None
+        if shape not in ((), (1,)):
+            count = int(np.prod(shape)) if shape is not None else 0
+            raise ResultFileError(path, f"{what} is an array of {count} values (expected a "
+                                        f"single string)")
+        if dtype.kind not in "SUOiuf" or dtype.names is not None or dtype.subdtype is not None:
+            raise ResultFileError(path, f"{what} is neither a string nor a number "
+                                        f"(dtype {dtype})")
+        if dtype.kind in "SU" and dtype.itemsize > MAX_ATTR_BYTES:
+            raise ResultFileError(path, f"{what} is a string of {dtype.itemsize} bytes (at most "
+                                        f"{MAX_ATTR_BYTES})")
+        try:
+            value = obj.attrs[name]
+        except UnicodeError:
+            raise ResultFileError(path, f"{what} is not valid UTF-8") from None
+        except (KeyError, OSError, RuntimeError, ValueError, TypeError) as e:
+            raise ResultFileError(path, f"cannot read {what} (damaged?): "
+                                        f"{_first_line(e)}") from None
+        if isinstance(value, np.ndarray):
+            value = value.reshape(-1)[0] if value.size else ""
+        if isinstance(value, bytes):
+            try:
+                value = value.decode("utf-8")
+            except UnicodeError:
+                raise ResultFileError(path, f"{what} is not valid UTF-8") from None
+        text = _text(value)
+        if len(text) > MAX_ATTR_BYTES:
+            raise ResultFileError(path, f"{what} is longer than {MAX_ATTR_BYTES} bytes")
+        out[name] = text
+    return out
+
+
+def _check_extent(path, ds, where):
+    """Before a dataset is read: its elements must fit in the storage the file gives it."""
+    try:
+        size = int(ds.size) if ds.shape is not None else 0
+        itemsize = ds.dtype.itemsize
+        stored = ds.id.get_storage_size()
+        dcpl = ds.id.get_create_plist()
+        filters = [dcpl.get_filter(i)[0] for i in range(dcpl.get_nfilters())]
+    except (OSError, RuntimeError, ValueError, TypeError) as e:
+        raise ResultFileError(path, f"cannot read the layout of {where} (damaged?): "
+                                    f"{_first_line(e)}") from None
+    unknown = [f for f in filters if f not in KNOWN_FILTERS]
+    if unknown:
+        raise ResultFileError(path, f"{where} uses the HDF5 filter {unknown[0]} (moefin reads "
+                                    f"deflate, shuffle and fletcher32 only)")
+    if size == 0:
+        return
+    file_size = os.path.getsize(path)
+    if stored > file_size:
+        raise ResultFileError(path, f"{where} claims {stored} stored bytes in a file of "
+                                    f"{file_size} (truncated or damaged?)")
+    ratio = MAX_DEFLATE_RATIO if filters else 1.0
+    if size * itemsize > ratio * stored:
+        raise ResultFileError(path, f"{where} claims {size} elements ({size * itemsize} bytes) "
+                                    f"but stores {stored} bytes (damaged?)")
+
+
+def _read(path, ds, where):
+    _check_extent(path, ds, where)
+    try:
+        return ds[()]
+    except (OSError, RuntimeError, ValueError, TypeError) as e:
+        raise ResultFileError(path, f"cannot read {where} (truncated or damaged?): "
+                                    f"{_first_line(e)}") from None
+    except MemoryError:
+        raise ResultFileError(path, f"cannot allocate {where}") from None
+
+
 def _kind_ok(dtype, kind):
     if kind == "i":
         return dtype.kind in "iu"
@@ -85,27 +234,44 @@ def _kind_ok(dtype, kind):
 
 
 def _read_table(path, name, group):
+    members = _names(path, group, f"/{name}")
     for member in ("table", "samples"):
-        if member not in group or not isinstance(group[member], h5py.Dataset):
+        if member not in members:
+            raise ResultFileError(path, f"table /{name} has no '{member}' dataset")
+        if not isinstance(_hard_member(path, group, member, f"/{name}/{member}"), h5py.Dataset):
             raise ResultFileError(path, f"table /{name} has no '{member}' dataset")
     ds = group["table"]
     if ds.ndim != 1 or ds.dtype.names is None:
         raise ResultFileError(path, f"/{name}/table is not a 1-D compound dataset")
+    if len(ds.dtype.names) > MAX_COLUMNS:
+        raise ResultFileError(path, f"/{name}/table has {len(ds.dtype.names)} columns (at most "
+                                    f"{MAX_COLUMNS})")
     if tuple(ds.dtype.names[:3]) != STORE_FIELDS:
         raise ResultFileError(path, f"/{name}/table does not start with fields "
                                     f"{', '.join(STORE_FIELDS)}")
-    if group["samples"].ndim != 1 or group["samples"].dtype.kind != "f":
+    for field in ds.dtype.names:
+        ft = ds.dtype[field]
+        if ft.kind not in "iufS" or ft.subdtype is not None or ft.itemsize > MAX_STRING_COLUMN:
+            raise ResultFileError(path, f"/{name}/table column '{field[:80]}' has the "
+                                        f"unsupported type {ft}")
+    if ds.dtype["key"].kind != "S" or ds.dtype["sample_offset"].kind not in "iu" or \
+            ds.dtype["sample_count"].kind not in "iu":
+        raise ResultFileError(path, f"/{name}/table: key must be a string, sample_offset and "
+                                    f"sample_count integers")
+    samples_ds = group["samples"]
+    if samples_ds.ndim != 1 or samples_ds.dtype.kind != "f":
         raise ResultFileError(path, f"/{name}/samples is not a 1-D float dataset")
-    try:
-        rows = ds[()]
-        samples = np.asarray(group["samples"][()], dtype=np.float64)
-    except (OSError, RuntimeError, ValueError) as e:
-        raise ResultFileError(path, f"cannot read /{name} (truncated or damaged?): {e}") from None
+    rows = _read(path, ds, f"/{name}/table")
+    samples = np.asarray(_read(path, samples_ds, f"/{name}/samples"), dtype=np.float64)
     columns = {}
     for field in ds.dtype.names:
         col = rows[field]
         if col.dtype.kind == "S":
-            col = np.char.decode(col, "utf-8")
+            try:
+                col = np.char.decode(col, "utf-8")
+            except UnicodeError:
+                raise ResultFileError(path, f"/{name}/table column '{field[:80]}' holds text "
+                                            f"that is not UTF-8") from None
         columns[field] = np.asarray(col)
     for field, kind in REQUIRED_COLUMNS.get(name, {}).items():
         if field not in columns:
@@ -114,13 +280,18 @@ def _read_table(path, name, group):
             raise ResultFileError(path, f"/{name} column '{field}' has type "
                                         f"{columns[field].dtype}, expected "
                                         f"{ {'i': 'int', 'f': 'float', 's': 'string'}[kind]}")
-    off, cnt = columns["sample_offset"], columns["sample_count"]
-    if len(off) and (off.min() < 0 or cnt.min() < 0 or (off + cnt).max() > len(samples)):
-        raise ResultFileError(path, f"/{name}: rows point past the {len(samples)} raw samples "
+    off = columns["sample_offset"].astype(np.int64, copy=False)
+    cnt = columns["sample_count"].astype(np.int64, copy=False)
+    n = len(samples)
+    # Compared without adding, so that huge values cannot wrap around.
+    if len(off) and (off.min() < 0 or cnt.min() < 0 or off.max() > n or (cnt > n - off).any()):
+        raise ResultFileError(path, f"/{name}: rows point past the {n} raw samples "
                                     f"(truncated?)")
     keys = columns["key"]
     if len(set(keys.tolist())) != len(keys):
         raise ResultFileError(path, f"/{name}: duplicate configuration keys")
+    if len(keys) and (keys == "").any():
+        raise ResultFileError(path, f"/{name}: a row with an empty key")
     per_row = [samples[o:o + c] for o, c in zip(off.tolist(), cnt.tolist())]
     return Frame(columns, per_row)
 
@@ -130,7 +301,7 @@ def _parse_kernel_names(text, count):
     if text.startswith("["):
         try:
             names = [str(n) for n in json.loads(text)]
-        except json.JSONDecodeError:
+        except (ValueError, TypeError, RecursionError):
             names = []
     else:
         names = [n.strip() for n in text.split(",") if n.strip()]
@@ -141,20 +312,20 @@ def _parse_kernel_names(text, count):
 
 def _read_timeline(path, name, group, attrs):
     stamps = {}
-    try:
-        for field in TIMELINE_FIELDS:
-            ds = group[field]
-            if ds.ndim != 1 or ds.dtype.kind not in "iu":
-                raise ResultFileError(path, f"timeline /{name}/{field} is not a 1-D int array")
-            stamps[field] = np.asarray(ds[()], dtype=np.int64)
-    except (OSError, RuntimeError, ValueError) as e:
-        raise ResultFileError(path, f"cannot read /{name} (truncated or damaged?): {e}") from None
+    for field in TIMELINE_FIELDS:
+        ds = _hard_member(path, group, field, f"/{name}/{field}")
+        if not isinstance(ds, h5py.Dataset) or ds.ndim != 1 or ds.dtype.kind not in "iu":
+            raise ResultFileError(path, f"timeline /{name}/{field} is not a 1-D int array")
+        stamps[field] = np.asarray(_read(path, ds, f"/{name}/{field}"), dtype=np.int64)
     if len({len(a) for a in stamps.values()}) != 1:
         raise ResultFileError(path, f"timeline /{name}: arrays of different lengths")
     kernel = stamps["kernel"]
-    count = int(kernel.max()) + 1 if len(kernel) else 0
     if len(kernel) and kernel.min() < 0:
         raise ResultFileError(path, f"timeline /{name}: negative kernel index")
+    if len(kernel) and kernel.max() >= MAX_MEMBERS:
+        raise ResultFileError(path, f"timeline /{name}: kernel index {int(kernel.max())} (at "
+                                    f"most {MAX_MEMBERS - 1})")
+    count = int(kernel.max()) + 1 if len(kernel) else 0
     names = _parse_kernel_names(attrs.get("kernels", ""), count)
     return Timeline(name, names, stamps, attrs)
 
@@ -162,52 +333,62 @@ def _read_timeline(path, name, group, attrs):
 def load_result_file(path):
     """Opens, validates and reads one result file; raises ResultFileError naming it."""
     path = pathlib.Path(path)
-    if not path.is_file():
+    try:
+        regular = path.is_file()
+    except OSError:
+        regular = False
+    if not regular:
         raise ResultFileError(path, "cannot open for reading (missing or not a file)")
     try:
         with open(path, "rb"):
             pass
     except OSError:
         raise ResultFileError(path, "cannot open for reading (permission denied?)") from None
-    if not h5py.is_hdf5(path):
+    try:
+        is_hdf5 = h5py.is_hdf5(path)
+    except (OSError, RuntimeError, ValueError):
+        is_hdf5 = False
+    if not is_hdf5:
         raise ResultFileError(path, "not an HDF5 file")
     try:
         f = h5py.File(path, "r")
-    except OSError as e:
+    except (OSError, RuntimeError, ValueError) as e:
         raise ResultFileError(path, f"HDF5 library cannot open it (truncated or damaged?): "
-                                    f"{str(e).splitlines()[0]}") from None
+                                    f"{_first_line(e)}") from None
     with f:
-        try:
-            provenance = {k: _text(v) for k, v in f.attrs.items()}
-            group_names = list(f.keys())
-        except (OSError, RuntimeError) as e:
-            raise ResultFileError(path, f"cannot read the root group (truncated or damaged?): "
-                                        f"{e}") from None
+        provenance = _attrs(path, f, "/")
+        group_names = _names(path, f, "/")
         schema = provenance.get("moefin_schema")
         if schema is None:
             raise ResultFileError(path, "not a moefin result file (no moefin_schema attribute)")
         if schema != SCHEMA:
-            raise ResultFileError(path, f"unsupported schema '{schema}' (this analysis reads "
-                                        f"{SCHEMA})")
+            raise ResultFileError(path, f"unsupported schema '{schema[:80]}' (this analysis "
+                                        f"reads {SCHEMA})")
+        # Files written before the state existed have the schema and no state: complete.
+        state = provenance.get(STATE_ATTR, "complete")
+        if state == "incomplete":
+            raise ResultFileError(path, "incomplete (moefin_state = incomplete: the run writing "
+                                        "it was interrupted or is still running; continue it "
+                                        "with moefin --resume)")
+        if state not in STATES:
+            raise ResultFileError(path, f"unknown moefin_state '{state[:80]}' (expected "
+                                        f"complete or incomplete)")
         for attr in ("arch", "gpu_name"):
             if attr not in provenance:
                 raise ResultFileError(path, f"no '{attr}' root attribute (the architecture key)")
         tables, timelines, other = {}, [], []
         for name in group_names:
-            try:
-                group = f[name]
-                attrs = {k: _text(v) for k, v in group.attrs.items()}
-            except (OSError, RuntimeError, KeyError) as e:
-                raise ResultFileError(path, f"cannot read /{name} (truncated or damaged?): "
-                                            f"{e}") from None
+            group = _hard_member(path, f, name, f"/{name}")
             if not isinstance(group, h5py.Group):
                 other.append(name)
                 continue
+            attrs = _attrs(path, group, f"/{name}")
             kind = attrs.get("kind")
             if kind == "table":
                 tables[name] = _read_table(path, name, group)
             elif kind == "arrays":
-                if all(field in group for field in TIMELINE_FIELDS):
+                members = _names(path, group, f"/{name}")
+                if all(field in members for field in TIMELINE_FIELDS):
                     timelines.append(_read_timeline(path, name, group, attrs))
                 else:
                     other.append(name)
@@ -217,22 +398,55 @@ def load_result_file(path):
     return ResultFile(path, provenance, tables, timelines, other)
 
 
+def _walk(root):
+    """Result files below a directory; linked directories are not followed (no loops)."""
+    found = []
+
+    def fail(e):
+        raise ResultFileError(e.filename or root, f"cannot list the directory "
+                                                  f"({e.strerror or e})")
+
+    for d, dirs, files in os.walk(root, onerror=fail, followlinks=False):
+        dirs.sort()
+        for name in sorted(files):
+            q = pathlib.Path(d) / name
+            if q.suffix not in SUFFIXES:
+                continue
+            if os.path.islink(q) and not os.path.exists(q):
+                raise ResultFileError(q, "a symbolic link to nothing (broken or looping)")
+            try:
+                if q.is_file():
+                    found.append(q)
+            except OSError:
+                pass
+    return found
+
+
 def discover(paths):
     """Expands files and directories (searched recursively for *.h5, *.hdf5) into file paths.
 
-    A named file is taken whatever its suffix, so that a wrong file is reported, not skipped.
+    A named file is taken whatever its suffix, so that a wrong file is reported, not skipped; a
+    directory without result files is an error too (nothing would be reported from it).
     """
     out = []
     for p in map(pathlib.Path, paths):
         if p.is_dir():
-            out.extend(sorted(q for q in p.rglob("*") if q.suffix in SUFFIXES and q.is_file()))
+            found = _walk(p)
+            if not found:
+                raise ResultFileError(p, "no result files (*.h5, *.hdf5) in this directory")
+            out.extend(found)
         elif p.exists():
             out.append(p)
+        elif os.path.lexists(p):
+            raise ResultFileError(p, "a symbolic link to nothing (broken or looping)")
         else:
             raise ResultFileError(p, "no such file or directory")
     seen, unique = set(), []
     for p in out:
-        r = p.resolve()
+        try:
+            r = p.resolve()
+        except (OSError, RuntimeError):
+            r = pathlib.Path(os.path.abspath(p))
         if r not in seen:
             seen.add(r)
             unique.append(p)

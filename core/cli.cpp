@@ -1,8 +1,78 @@
 #include "core/cli.hpp"
 
+#include <cstdint>
 #include <iostream>
+#include <limits>
+#include <typeinfo>
 
 namespace moefin::cli {
+
+namespace {
+
+bool is_unsigned_value(boost::any const& v) {
+  auto const& t = v.type();
+  return t == typeid(unsigned char) || t == typeid(unsigned short) || t == typeid(unsigned) ||
+         t == typeid(unsigned long) || t == typeid(unsigned long long);
+}
+
+/// Boost's conversion to unsigned types takes "-1" and wraps it to the largest value; a leading
+/// minus (after blanks) is refused instead.
+void reject_negative_unsigned(po::parsed_options const& parsed, po::variables_map const& vm) {
+  for (po::option const& o : parsed.options) {
+    if (o.string_key.empty() || !vm.count(o.string_key))
+      continue;
+    if (!is_unsigned_value(vm[o.string_key].value()))
+      continue;
+    for (std::string const& v : o.value) {
+      std::size_t const first = v.find_first_not_of(" \t");
+      if (first != std::string::npos && v[first] == '-')
+        throw InputError("--" + o.string_key + ": value '" + cut(v) +
+                         "' is negative (expected an integer >= 0)");
+    }
+  }
+}
+
+} // namespace
+
+std::string cut(std::string const& value, std::size_t max) {
+  std::string out;
+  for (char c : value) {
+    if (out.size() >= max) {
+      out.resize(max > 3 ? max - 3 : 0);
+      return out + "...";
+    }
+    out += static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '?' : c;
+  }
+  return out;
+}
+
+std::string one_line(std::string const& message) {
+  std::string out;
+  std::size_t i = 0;
+  while (i < message.size()) {
+    char const c = message[i];
+    if (c == '\'') {
+      std::size_t const close = message.find('\'', i + 1);
+      if (close != std::string::npos) {
+        out += "'" + cut(message.substr(i + 1, close - i - 1)) + "'";
+        i = close + 1;
+        continue;
+      }
+    }
+    // A run without blanks (a path, an unquoted value) longer than 240 characters is cut too.
+    std::size_t end = message.find_first_of(" \t\n\r'", i);
+    if (end == std::string::npos)
+      end = message.size();
+    if (end > i) {
+      out += cut(message.substr(i, end - i), 240);
+      i = end;
+      continue;
+    }
+    out += c == '\n' || c == '\r' || c == '\t' ? ' ' : c;
+    ++i;
+  }
+  return out;
+}
 
 bool parse(std::string const& command, std::string const& synopsis,
            po::options_description const& desc, Args const& args, po::variables_map& vm,
@@ -19,22 +89,40 @@ bool parse(std::string const& command, std::string const& synopsis,
   po::options_description all;
   all.add(desc);
   all.add_options()("help,h", "show this help and exit");
+  // Every word the command does not take as a positional argument lands here and is refused,
+  // naming it (Boost would drop it or say only "too many positional options").
+  constexpr char const* kStray = "moefin-stray-word";
+  po::options_description hidden;
+  hidden.add_options()(kStray, po::value<std::vector<std::string>>(), "");
+  po::options_description parsing;
+  parsing.add(all).add(hidden);
+  po::positional_options_description pos;
+  if (positional)
+    pos = *positional;
+  // After a positional that takes every remaining word there is nothing stray; adding kStray
+  // then would take those words from it (Boost keeps one trailing name).
+  if (pos.max_total_count() != std::numeric_limits<unsigned>::max())
+    pos.add(kStray, -1);
+  auto usage = [&] {
+    return "; usage: moefin " + command + " " + synopsis + " (see 'moefin " + command + " --help')";
+  };
   try {
     po::command_line_parser parser(args);
-    parser.options(all).style(po::command_line_style::unix_style);
-    if (positional)
-      parser.positional(*positional);
-    po::store(parser.run(), vm);
+    parser.options(parsing).style(po::command_line_style::unix_style).positional(pos);
+    po::parsed_options const parsed = parser.run();
+    for (po::option const& o : parsed.options)
+      if (o.string_key == kStray)
+        throw UsageError(command + ": unexpected argument '" +
+                         cut(o.value.empty() ? std::string() : o.value[0]) + "'" + usage());
+    po::store(parsed, vm);
     if (vm.count("help")) {
       std::cout << "usage: moefin " << command << " " << synopsis << "\n\n" << all << "\n";
       return false;
     }
-    po::notify(vm);
+    reject_negative_unsigned(parsed, vm);
+    po::notify(vm); // runs the range checks of ranged(), choice() and int_list()
   } catch (po::error const& e) {
-    std::ostringstream os;
-    os << e.what() << "\nusage: moefin " << command << " " << synopsis << "\n(see 'moefin "
-       << command << " --help')";
-    throw UsageError(os.str());
+    throw UsageError(one_line(command + ": " + e.what() + usage()));
   }
   return true;
 }
@@ -75,6 +163,21 @@ void add_result_options(po::options_description& desc, std::string const& comman
       "seed", po::value<std::uint64_t>()->default_value(2026), "seed of every random input");
 }
 
+po::typed_value<std::string>* choice(std::string const& flag,
+                                     std::vector<std::string> const& allowed,
+                                     std::string const& default_value) {
+  return po::value<std::string>()
+      ->default_value(default_value)
+      ->notifier([flag, allowed](std::string const& v) { check_choice(flag, v, allowed); });
+}
+
+po::typed_value<std::string>* int_list(std::string const& flag, std::int64_t lo, std::int64_t hi,
+                                       std::string const& default_value) {
+  return po::value<std::string>()
+      ->default_value(default_value)
+      ->notifier([flag, lo, hi](std::string const& v) { parse_int_list(flag, v, lo, hi); });
+}
+
 std::vector<std::int64_t> parse_int_list(std::string const& flag, std::string const& text,
                                          std::int64_t lo, std::int64_t hi) {
   std::vector<std::int64_t> out;
@@ -89,7 +192,7 @@ std::vector<std::int64_t> parse_int_list(std::string const& flag, std::string co
       used = 0;
     }
     if (s.empty() || used != s.size())
-      throw InputError(flag + ": '" + s +
+      throw InputError(flag + ": '" + cut(s) +
                        "' is not an integer (expected a list like 1,2,4 or 1:8)");
     check_range(flag, v, lo, hi);
     return v;
@@ -117,11 +220,20 @@ std::vector<std::int64_t> parse_int_list(std::string const& flag, std::string co
           throw InputError(flag + ": '" + item + "': the step of lo:hi:step is an integer >= 1");
       }
       if (b < a)
-        throw InputError(flag + ": empty range " + item);
+        throw InputError(flag + ": empty range '" + cut(item) + "'");
+      // A range expands to one value each: 0:1000000000 would allocate gigabytes.
+      std::int64_t const count = (b - a) / step + 1;
+      if (count > kMaxListValues ||
+          static_cast<std::int64_t>(out.size()) + count > kMaxListValues)
+        throw InputError(flag + ": more than " + std::to_string(kMaxListValues) + " values in '" +
+                         cut(text) + "'");
       for (std::int64_t v = a; v <= b; v += step)
         out.push_back(v);
     } else {
       out.push_back(to_int(item));
+      if (out.size() > static_cast<std::size_t>(kMaxListValues))
+        throw InputError(flag + ": more than " + std::to_string(kMaxListValues) + " values in '" +
+                         cut(text) + "'");
     }
   }
   if (out.empty())

@@ -16,6 +16,15 @@ namespace moefin::h5 {
 /// Value of the root attribute `moefin_schema`; a file without it is foreign.
 inline constexpr char const* kSchema = "moefin-results/1";
 
+/// Root attribute `moefin_state`: `incomplete` while a run appends rows (written before anything
+/// else, so a killed run never leaves a file that reads as finished), `complete` written last by
+/// ResultWriter::commit(). Readers accept only `complete`; `--resume` (ResultWriter::resume) also
+/// takes `incomplete`. Files written before the attribute existed carry the schema and no state:
+/// they were only ever written by runs that closed them, and read as complete.
+inline constexpr char const* kStateAttr = "moefin_state";
+inline constexpr char const* kStateIncomplete = "incomplete";
+inline constexpr char const* kStateComplete = "complete";
+
 enum class ColType { kInt64, kFloat64, kString };
 
 struct Column {
@@ -64,7 +73,8 @@ std::string utc_now();
 void set_command_line(int argc, char** argv);
 std::string const& command_line();
 
-class File; // RAII handle of an open HDF5 file (h5store.cpp)
+class File;        // RAII handle of an open HDF5 file (h5store.cpp)
+struct WriteState; // how a ResultWriter finishes its file (h5store.cpp)
 
 /// Writer of one experiment's table inside a result file.
 class TableWriter {
@@ -89,18 +99,35 @@ private:
   std::size_t rows_ = 0;
 };
 
-/// A result file open for writing.
+/// A result file open for writing. Under its final name a file is complete or absent:
+/// - create(): a file written whole (a routing, a timeline) goes to a temporary name beside the
+///   final one (`.NAME.PID.N.partial`) and is renamed onto it by commit(), so a killed run leaves
+///   no file, and with `overwrite` the old file stays until the new one is complete;
+/// - create_resumable() / resume(): a file that experiments append rows to lives under its final
+///   name with `moefin_state = incomplete` (see kStateAttr) until commit() writes `complete`.
+/// A writer that goes out of scope normally commits; one destroyed while an exception propagates
+/// does not (the temporary of create() is removed, a resumable file stays incomplete).
 class ResultWriter {
 public:
-  /// Creates `path` with `prov` as root attributes. Refuses to overwrite unless asked.
+  /// Creates `path` with `prov` as root attributes, committed whole. Refuses an existing file
+  /// unless `overwrite`.
   static ResultWriter create(std::string const& path, Provenance const& prov,
                              bool overwrite = false);
-  /// Opens an existing moefin file to continue it (throws FileError when foreign or damaged).
-  /// The command line of the resuming run is recorded in the attribute `resumed_by`.
+  /// Creates `path` for rows appended one by one: it appears under its final name only once its
+  /// provenance and the state `incomplete` are on disk, and refuses an existing file.
+  static ResultWriter create_resumable(std::string const& path, Provenance const& prov);
+  /// Opens an existing moefin file to continue it (complete or incomplete; throws FileError when
+  /// foreign or damaged) and marks it incomplete until commit(). The command line of the resuming
+  /// run is recorded in the attribute `resumed_by`.
   static ResultWriter resume(std::string const& path);
-  /// `--out` / `--resume` as every experiment takes them: resume when `resume_path` is set.
+  /// `--out` / `--resume` as every experiment takes them: resume when `resume_path` is set, else
+  /// create_resumable(out_path).
   static ResultWriter open(std::string const& out_path, std::string const& resume_path,
                            std::uint64_t seed);
+
+  ~ResultWriter();
+  ResultWriter(ResultWriter&&) noexcept;
+  ResultWriter& operator=(ResultWriter&&) noexcept;
 
   /// Opens (or creates) the table of `experiment` with these columns. On a resumed file the
   /// columns must match the ones already there. Columns `key`, `sample_offset` and `sample_count`
@@ -125,6 +152,16 @@ public:
   /// String attribute on a group (created with kind "arrays" if missing) or on "/" for the root.
   void set_attr(std::string const& group, std::string const& name, std::string const& value);
 
+  /// True when the file being written holds this group (e.g. timelines a resumed file has).
+  bool has_group(std::string const& group) const;
+
+  /// Marks the file complete and, for create(), renames it onto its final name. Nothing may be
+  /// written afterwards. Throws FileError when the file cannot be finished (it then stays
+  /// incomplete, or absent under its final name).
+  void commit();
+  bool committed() const;
+
+  /// The final name of the file (what messages and readers use).
   std::string const& path() const { return path_; }
   /// Root attributes as written (on a resumed file: as the first run wrote them, so an experiment
   /// can take its seed from there and regenerate the same configurations).
@@ -133,23 +170,50 @@ public:
   void flush();
 
 private:
-  ResultWriter(std::shared_ptr<File> f, std::string path, Provenance prov)
-      : file_(std::move(f)), path_(std::move(path)), prov_(std::move(prov)) {}
+  ResultWriter(std::shared_ptr<File> f, std::string path, Provenance prov,
+               std::unique_ptr<WriteState> state);
+  void end_of_scope() noexcept; // commit, or abandon while an exception propagates
   std::shared_ptr<File> file_;
   std::string path_;
   Provenance prov_;
+  std::unique_ptr<WriteState> state_;
+};
+
+/// Columns of one type by name. at() of a column the table lacks, or holds with another type,
+/// throws FileError naming the file, the table and the column (instead of std::out_of_range).
+template <class T> class ColumnMap : public std::map<std::string, std::vector<T>> {
+public:
+  std::string file;  // the file the table was read from ("" for a table built in memory)
+  std::string table; // "/group/table"
+  char const* kind = "matching"; // "integer", "float", "string"
+  std::vector<T> const& at(std::string const& name) const {
+    auto it = this->find(name);
+    if (it == this->end())
+      missing(name);
+    return it->second;
+  }
+  std::vector<T>& at(std::string const& name) {
+    auto it = this->find(name);
+    if (it == this->end())
+      missing(name);
+    return it->second;
+  }
+
+private:
+  [[noreturn]] void missing(std::string const& name) const;
 };
 
 /// An experiment table read back into columns.
 struct Table {
   std::vector<Column> columns;
   std::size_t rows = 0;
-  std::map<std::string, std::vector<std::int64_t>> ints;
-  std::map<std::string, std::vector<double>> reals;
-  std::map<std::string, std::vector<std::string>> strings;
+  ColumnMap<std::int64_t> ints;
+  ColumnMap<double> reals;
+  ColumnMap<std::string> strings;
   std::vector<double> samples; // the group's flat sample array
 
   bool has_column(std::string const& name) const;
+  /// The configuration keys (present, possibly empty, in every table read back).
   std::vector<std::string> const& keys() const { return strings.at("key"); }
   /// Raw samples of row i.
   std::vector<double> row_samples(std::size_t i) const;
@@ -157,7 +221,12 @@ struct Table {
   std::size_t find(std::string const& key) const;
 };
 
-/// Reader of a result file; every failure is a FileError naming the file.
+/// Reader of a result file; every failure is a FileError naming the file, the object and what is
+/// wrong. Everything is validated before it is allocated or indexed: attributes are scalars of a
+/// string or numeric type, links are plain (no soft or external links), groups have a known
+/// `kind`, datasets have the rank and type the schema gives and no more elements than the file can
+/// hold, rows point inside their samples and keys are unique. Only complete files are read
+/// (kStateAttr).
 class ResultReader {
 public:
   explicit ResultReader(std::string const& path);

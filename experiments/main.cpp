@@ -15,6 +15,7 @@ namespace {
 
 using moefin::cli::Command;
 using moefin::cli::commands;
+using moefin::cli::one_line;
 
 void print_usage(std::ostream& os) {
   os << "usage: moefin <command> [options]\n"
@@ -76,18 +77,26 @@ int dispatch(std::vector<std::string> const& words) {
   if (!cmd) {
     if (is_group(first)) {
       bool const help = words.size() >= 2 && (words[1] == "--help" || words[1] == "-h");
-      std::ostream& os = help ? std::cout : std::cerr;
-      if (!help)
-        os << "moefin: '" << first << "' needs a subcommand"
-           << (words.size() >= 2 ? " (unknown: '" + words[1] + "')" : std::string()) << "\n";
-      os << "usage: moefin " << first << " <what> [options]\n";
+      std::string subs;
       for (Command const& c : commands())
         if (c.name.rfind(first + " ", 0) == 0)
-          os << "  " << c.name << "  " << c.summary << "\n";
-      return help ? moefin::kExitOk : moefin::kExitUsage;
+          subs += (subs.empty() ? "" : ", ") + c.name;
+      if (!help) {
+        std::cerr << "moefin: '" << first << "' needs a subcommand"
+                  << (words.size() >= 2 ? " (unknown: '" + moefin::cli::cut(words[1]) + "')"
+                                        : std::string())
+                  << "; usage: moefin " << first << " <what> [options], <what> one of: " << subs
+                  << "\n";
+        return moefin::kExitUsage;
+      }
+      std::cout << "usage: moefin " << first << " <what> [options]\n";
+      for (Command const& c : commands())
+        if (c.name.rfind(first + " ", 0) == 0)
+          std::cout << "  " << c.name << "  " << c.summary << "\n";
+      return moefin::kExitOk;
     }
-    std::cerr << "moefin: unknown command '" << first << "'\n";
-    print_usage(std::cerr);
+    std::cerr << "moefin: unknown command '" << moefin::cli::cut(first)
+              << "'; usage: moefin <command> [options] (see 'moefin --help')\n";
     return moefin::kExitUsage;
   }
   return cmd->run(std::vector<std::string>(words.begin() + static_cast<long>(used), words.end()));
@@ -102,19 +111,22 @@ int main(int argc, char** argv) {
     moefin::reference::KokkosSession kokkos;
     return dispatch(words);
   } catch (moefin::UsageError const& e) {
-    std::cerr << "moefin: " << e.what() << "\n";
+    std::cerr << "moefin: " << one_line(e.what()) << "\n";
     return moefin::kExitUsage;
   } catch (moefin::InputError const& e) {
-    std::cerr << "moefin: error: " << e.what() << "\n";
+    std::cerr << "moefin: error: " << one_line(e.what()) << "\n";
     return moefin::kExitUsage;
   } catch (moefin::FileError const& e) {
-    std::cerr << "moefin: error: " << e.what() << "\n";
+    std::cerr << "moefin: error: " << one_line(e.what()) << "\n";
     return moefin::kExitFailure;
   } catch (moefin::DeviceError const& e) {
-    std::cerr << "moefin: device error: " << e.what() << "\n";
+    std::cerr << "moefin: device error: " << one_line(e.what()) << "\n";
+    return moefin::kExitFailure;
+  } catch (std::bad_alloc const&) {
+    std::cerr << "moefin: error: out of memory\n";
     return moefin::kExitFailure;
   } catch (std::exception const& e) {
-    std::cerr << "moefin: error: " << e.what() << "\n";
+    std::cerr << "moefin: error: " << one_line(e.what()) << "\n";
     return moefin::kExitFailure;
   }
 }

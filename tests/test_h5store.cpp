@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <string>
 
@@ -181,7 +182,8 @@ BOOST_AUTO_TEST_CASE(resume_rejects_a_table_with_other_columns) {
 }
 
 // A writer killed between rows (SIGKILL, no destructor, no close) leaves a file with every row it
-// had finished, and --resume completes the run without duplicating any configuration.
+// had finished, marked incomplete (no reader takes it for a finished run), and --resume completes
+// the run without duplicating any configuration.
 BOOST_AUTO_TEST_CASE(killed_writer_keeps_finished_rows_and_resume_completes_without_duplicates) {
   TempDir dir;
   std::string const path = dir.file("killed.h5");
@@ -193,7 +195,7 @@ BOOST_AUTO_TEST_CASE(killed_writer_keeps_finished_rows_and_resume_completes_with
   BOOST_REQUIRE(child >= 0);
   if (child == 0) {
     ::close(fds[0]);
-    auto w = h5::ResultWriter::create(path, h5::collect_provenance(7));
+    auto w = h5::ResultWriter::create_resumable(path, h5::collect_provenance(7));
     auto t = w.table("sweep", sweep_columns());
     for (int i = 0; i < total; ++i) {
       t.append(key_of(1024, i), sweep_row(1024, i, "small_batch", 1.0 + i), {1.0 + i, 2.0 + i});
@@ -216,20 +218,14 @@ BOOST_AUTO_TEST_CASE(killed_writer_keeps_finished_rows_and_resume_completes_with
   ::close(fds[0]);
   BOOST_REQUIRE(WIFSIGNALED(status));
 
-  {
-    h5::ResultReader r(path);
-    auto const t = r.read_table("sweep");
-    BOOST_TEST(t.rows == static_cast<std::size_t>(before_kill));
-    for (int i = 0; i < before_kill; ++i) {
-      BOOST_TEST(t.keys()[i] == key_of(1024, i));
-      BOOST_TEST(t.row_samples(i) == (std::vector<double>{1.0 + i, 2.0 + i}),
-                 boost::test_tools::per_element());
-    }
-  }
+  expect_file_error([&] { h5::ResultReader r(path); }, path, "incomplete");
 
   {
     auto w = h5::ResultWriter::resume(path);
     auto t = w.table("sweep", sweep_columns());
+    BOOST_TEST(t.rows() == static_cast<std::size_t>(before_kill));
+    for (int i = 0; i < before_kill; ++i)
+      BOOST_TEST(t.has(key_of(1024, i)));
     int measured = 0;
     for (int i = 0; i < total; ++i) {
       if (t.has(key_of(1024, i)))
@@ -247,4 +243,162 @@ BOOST_AUTO_TEST_CASE(killed_writer_keeps_finished_rows_and_resume_completes_with
   for (int i = 0; i < total; ++i)
     BOOST_TEST(t.row_samples(t.find(key_of(1024, i)))[1] == 2.0 + i);
   BOOST_TEST(r.provenance().count("resumed_by") == 1u);
+  BOOST_TEST(r.provenance().at("moefin_state") == "complete");
+  for (int i = 0; i < before_kill; ++i)
+    BOOST_TEST(t.row_samples(t.find(key_of(1024, i))) == (std::vector<double>{1.0 + i, 2.0 + i}),
+               boost::test_tools::per_element());
+}
+
+// A file written whole (create) exists under its final name only once committed; until then it
+// is a temporary beside it, removed when the writer is destroyed by an exception.
+BOOST_AUTO_TEST_CASE(whole_files_appear_only_when_committed) {
+  TempDir dir;
+  std::string const path = dir.file("whole.h5");
+  {
+    auto w = h5::ResultWriter::create(path, h5::collect_provenance(3));
+    w.write_array("route", "ids", std::vector<std::int32_t>{1, 2, 3}, {3});
+    BOOST_TEST(!fs::exists(path));
+    int partial = 0;
+    for (auto const& e : fs::directory_iterator(dir.path))
+      partial += e.path().filename().string().find(".partial") != std::string::npos;
+    BOOST_TEST(partial == 1);
+    w.commit();
+    BOOST_TEST(fs::exists(path));
+    BOOST_CHECK_THROW(w.set_attr("route", "late", "x"), std::logic_error);
+  }
+  h5::ResultReader r(path);
+  BOOST_TEST(r.provenance().at("moefin_state") == "complete");
+
+  std::string const failed = dir.file("failed.h5");
+  try {
+    auto w = h5::ResultWriter::create(failed, h5::collect_provenance(3));
+    w.write_array("route", "ids", std::vector<std::int32_t>{1}, {1});
+    throw std::runtime_error("the run fails");
+  } catch (std::runtime_error const&) {
+  }
+  BOOST_TEST(!fs::exists(failed));
+  for (auto const& e : fs::directory_iterator(dir.path))
+    BOOST_TEST(e.path().filename().string().find(".partial") == std::string::npos, e.path());
+}
+
+// --overwrite: the old file stays, whole, until the new one is committed over it.
+BOOST_AUTO_TEST_CASE(overwrite_keeps_the_old_file_until_the_new_one_is_complete) {
+  TempDir dir;
+  std::string const path = dir.file("o.h5");
+  {
+    auto w = h5::ResultWriter::create(path, h5::collect_provenance(1));
+    w.set_attr("route", "generation", "old");
+  }
+  auto w = h5::ResultWriter::create(path, h5::collect_provenance(2), /*overwrite=*/true);
+  w.set_attr("route", "generation", "new");
+  BOOST_TEST(h5::ResultReader(path).group_attrs("route").at("generation") == "old");
+  w.commit();
+  BOOST_TEST(h5::ResultReader(path).group_attrs("route").at("generation") == "new");
+}
+
+// A file that rows are appended to is `incomplete` until committed; readers refuse it, --resume
+// takes it; files without the attribute (written before it existed) read as complete.
+BOOST_AUTO_TEST_CASE(row_files_carry_their_state_and_old_files_read_as_complete) {
+  TempDir dir;
+  std::string const path = dir.file("rows.h5");
+  {
+    auto w = h5::ResultWriter::open(path, "", 4);
+    auto t = w.table("x", sweep_columns());
+    t.append("k", sweep_row(1, 1, "v", 1));
+    expect_file_error([&] { h5::ResultReader r(path); }, path, "incomplete");
+    w.commit();
+  }
+  BOOST_TEST(h5::ResultReader(path).read_table("x").rows == 1u);
+  {
+    auto w = h5::ResultWriter::resume(path);
+    expect_file_error([&] { h5::ResultReader r(path); }, path, "incomplete");
+  }
+  BOOST_TEST(h5::ResultReader(path).provenance().at("moefin_state") == "complete");
+
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  H5Adelete(f, "moefin_state");
+  H5Fclose(f);
+  BOOST_TEST(h5::ResultReader(path).read_table("x").rows == 1u);
+  BOOST_TEST(h5::ResultReader(path).provenance().count("moefin_state") == 0u);
+}
+
+namespace {
+
+/// A committed file with one table of `rows` rows, then `edit` applied through the HDF5 API.
+std::string table_file(TempDir const& dir, char const* name, int rows,
+                       std::function<void(hid_t)> const& edit) {
+  std::string const path = dir.file(name);
+  {
+    auto w = h5::ResultWriter::create(path, h5::collect_provenance(1));
+    auto t = w.table("x", sweep_columns());
+    for (int i = 0; i < rows; ++i)
+      t.append(key_of(i, i), sweep_row(i, i, "v", i), {1.0 * i});
+  }
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  edit(f);
+  H5Fclose(f);
+  return path;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(readers_validate_before_they_allocate_or_index) {
+  TempDir dir;
+  // An attribute stored as an array (h5py: attrs["arch"] = [9, 0, 0]).
+  auto const arr = table_file(dir, "arr.h5", 2, [](hid_t f) {
+    H5Adelete(f, "arch");
+    hsize_t dims[1] = {3};
+    hid_t sp = H5Screate_simple(1, dims, nullptr);
+    hid_t a = H5Acreate2(f, "arch", H5T_NATIVE_INT32, sp, H5P_DEFAULT, H5P_DEFAULT);
+    int v[3] = {9, 0, 0};
+    H5Awrite(a, H5T_NATIVE_INT32, v);
+    H5Aclose(a);
+    H5Sclose(sp);
+  });
+  expect_file_error([&] { h5::ResultReader r(arr); }, arr,
+                    "attribute 'arch' of / is an array of 3 values");
+  // An extent of 10^12 rows is refused before anything of that size is allocated.
+  auto const huge = table_file(dir, "huge.h5", 2, [](hid_t f) {
+    hid_t d = H5Dopen2(f, "x/table", H5P_DEFAULT);
+    hsize_t dims[1] = {1000000000000ull};
+    H5Dset_extent(d, dims);
+    H5Dclose(d);
+  });
+  expect_file_error([&] { h5::ResultReader(huge).read_table("x"); }, huge,
+                    "/x/table claims 1000000000000 elements");
+  // A zero-row table reads as such, every column present.
+  auto const empty = table_file(dir, "empty.h5", 0, [](hid_t) {});
+  auto const t = h5::ResultReader(empty).read_table("x");
+  BOOST_TEST(t.rows == 0u);
+  BOOST_TEST(t.keys().empty());
+  BOOST_TEST(t.ints.at("H").empty());
+  // A column the table lacks, or holds with another type, names the file, table and column.
+  auto const ok = table_file(dir, "ok.h5", 1, [](hid_t) {});
+  auto const tab = h5::ResultReader(ok).read_table("x");
+  expect_file_error([&] { tab.ints.at("variant"); }, ok,
+                    "/x/table has no integer column 'variant'");
+  // Soft and external links are refused where the groups are listed.
+  auto const soft = table_file(dir, "soft.h5", 1, [](hid_t f) {
+    H5Lcreate_soft("/loop", f, "loop", H5P_DEFAULT, H5P_DEFAULT);
+  });
+  expect_file_error([&] { h5::ResultReader(soft).groups(); }, soft, "/loop is a soft link");
+  auto const ext = table_file(dir, "ext.h5", 1, [](hid_t f) {
+    H5Lcreate_external("other.h5", "/", f, "elsewhere", H5P_DEFAULT, H5P_DEFAULT);
+  });
+  expect_file_error([&] { h5::ResultReader(ext).groups(); }, ext, "/elsewhere is an external link");
+  // A group of unknown kind.
+  auto const kind = table_file(dir, "kind.h5", 1, [](hid_t f) {
+    hid_t g = H5Gopen2(f, "x", H5P_DEFAULT);
+    H5Adelete(g, "kind");
+    hid_t ty = H5Tcopy(H5T_C_S1);
+    H5Tset_size(ty, 8);
+    hid_t sp = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(g, "kind", ty, sp, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(a, ty, "banana\0\0");
+    H5Aclose(a);
+    H5Sclose(sp);
+    H5Tclose(ty);
+    H5Gclose(g);
+  });
+  expect_file_error([&] { h5::ResultReader(kind).read_table("x"); }, kind, "has kind 'banana'");
 }

@@ -1,9 +1,15 @@
 #include "core/pdl/chain.hpp"
 
+#include "core/pdl/json_guard.hpp"
+
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -14,8 +20,7 @@ namespace {
 
 using Json = nlohmann::ordered_json; // buffers keep the order of the file
 
-constexpr int kMaxIterations = 16;
-constexpr int kMaxCtas = 1024;
+using L = ChainLimits;
 
 /// Parsing context: the file name, for errors that name the file and the JSON path.
 struct Reader {
@@ -79,6 +84,11 @@ struct Reader {
                       std::int64_t hi) const {
     if (!j.is_number_integer())
       fail(ptr, std::string("expected an integer, found ") + type_of(j));
+    if (j.is_number_unsigned() &&
+        j.get<std::uint64_t>() >
+            static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+      fail(ptr, "value " + std::to_string(j.get<std::uint64_t>()) + " out of range [" +
+                    std::to_string(lo) + ", " + std::to_string(hi) + "]");
     std::int64_t const v = j.get<std::int64_t>();
     if (v < lo || v > hi)
       fail(ptr, "value " + std::to_string(v) + " out of range [" + std::to_string(lo) + ", " +
@@ -88,11 +98,14 @@ struct Reader {
 
   std::string name_of(Json const& j, std::string const& ptr, char const* what) const {
     std::string const s = string_of(j, ptr);
+    if (s.size() > static_cast<std::size_t>(L::kNameChars))
+      fail(ptr, std::string("a ") + what + " name of " + std::to_string(s.size()) +
+                    " characters (at most " + std::to_string(L::kNameChars) + ")");
     bool ok = !s.empty() && (std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_');
     for (char c : s)
       ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-');
     if (!ok)
-      fail(ptr, std::string("'") + s + "' is not a valid " + what +
+      fail(ptr, std::string("'") + pointer_token(s) + "' is not a valid " + what +
                     " name (letters, digits, '_' and '-', starting with a letter)");
     return s;
   }
@@ -148,6 +161,9 @@ Op parse_op(Reader const& r, Chain const& c, Json const& j, std::string const& p
 Path parse_path(Reader const& r, Chain const& c, Json const& j, std::string const& ptr) {
   if (!j.is_array())
     r.fail(ptr, std::string("a path is an array of ops, found ") + Reader::type_of(j));
+  if (j.size() > static_cast<std::size_t>(L::kOps))
+    r.fail(ptr, "a path of " + std::to_string(j.size()) + " ops (at most " +
+                    std::to_string(L::kOps) + ")");
   Path p;
   for (std::size_t i = 0; i < j.size(); ++i)
     p.push_back(parse_op(r, c, j[i], ptr + "/" + std::to_string(i)));
@@ -170,7 +186,7 @@ Kernel parse_kernel(Reader const& r, Chain const& c, Json const& j, std::string 
     k.pdl = j["pdl"].get<bool>();
   }
   if (j.contains("ctas"))
-    k.ctas = static_cast<int>(r.int_of(j["ctas"], ptr + "/ctas", 1, kMaxCtas));
+    k.ctas = static_cast<int>(r.int_of(j["ctas"], ptr + "/ctas", 1, L::kCtas));
   if (j.contains("note"))
     k.note = r.string_of(j["note"], ptr + "/note");
   bool const one = j.contains("path"), many = j.contains("paths");
@@ -183,6 +199,9 @@ Kernel parse_kernel(Reader const& r, Chain const& c, Json const& j, std::string 
     Json const& ps = j["paths"];
     if (!ps.is_array() || ps.empty())
       r.fail(ptr + "/paths", "expected a non-empty array of paths");
+    if (ps.size() > static_cast<std::size_t>(L::kPaths))
+      r.fail(ptr + "/paths", std::to_string(ps.size()) + " paths (at most " +
+                                 std::to_string(L::kPaths) + " per kernel)");
     for (std::size_t i = 0; i < ps.size(); ++i)
       k.paths.push_back(parse_path(r, c, ps[i], ptr + "/paths/" + std::to_string(i)));
   }
@@ -233,6 +252,9 @@ void parse_measured(Reader const& r, Chain& c, Json const& j, std::string const&
   Json const& reads = r.member(j, ptr, "reads");
   if (!reads.is_array() || reads.empty())
     r.fail(ptr + "/reads", "expected a non-empty array of measured reads");
+  if (reads.size() > static_cast<std::size_t>(L::kMeasuredReads))
+    r.fail(ptr + "/reads", std::to_string(reads.size()) + " measured reads (at most " +
+                               std::to_string(L::kMeasuredReads) + ")");
   for (std::size_t i = 0; i < reads.size(); ++i) {
     std::string const p = ptr + "/reads/" + std::to_string(i);
     Json const& m = reads[i];
@@ -296,10 +318,20 @@ int first_of(Path const& p, OpKind kind) {
 
 Chain parse_chain(std::string const& text, std::string const& origin) {
   Reader const r{origin};
+  if (text.size() > L::kFileBytes)
+    r.fail("", "a file of " + std::to_string(text.size()) + " bytes (at most " +
+                   std::to_string(L::kFileBytes) + ")");
+  // Depth, sizes, duplicate keys and numbers first, without building anything that scales with
+  // the input; only then the document.
+  JsonBounds bounds;
+  bounds.max_depth = L::kDepth;
+  JsonFault fault;
+  if (!check_json(text, bounds, &fault))
+    r.fail(fault.pointer, fault.what);
   Json j;
   try {
     j = Json::parse(text);
-  } catch (Json::parse_error const& e) {
+  } catch (Json::exception const& e) {
     // nlohmann prefixes "[json.exception.parse_error.101] "; the rest names line and column.
     std::string what = e.what();
     auto const close = what.find("] ");
@@ -323,21 +355,34 @@ Chain parse_chain(std::string const& text, std::string const& origin) {
   Json const& bufs = r.member(j, "", "buffers");
   if (!bufs.is_object() || bufs.empty())
     r.fail("/buffers", "expected a non-empty object mapping buffer names to descriptions");
+  if (bufs.size() > static_cast<std::size_t>(L::kBuffers))
+    r.fail("/buffers",
+           std::to_string(bufs.size()) + " buffers (at most " + std::to_string(L::kBuffers) + ")");
   for (auto it = bufs.begin(); it != bufs.end(); ++it) {
-    c.buffers.push_back(r.name_of(Json(it.key()), "/buffers/" + it.key(), "buffer"));
-    c.buffer_notes.push_back(r.string_of(it.value(), "/buffers/" + it.key()));
+    std::string const ptr = "/buffers/" + pointer_token(it.key());
+    c.buffers.push_back(r.name_of(Json(it.key()), ptr, "buffer"));
+    c.buffer_notes.push_back(r.string_of(it.value(), ptr));
   }
 
   c.graph = j.contains("edges");
   Json const& ks = r.member(j, "", "kernels");
   if (!ks.is_array() || ks.empty())
     r.fail("/kernels", "expected a non-empty array of kernels");
+  if (ks.size() > static_cast<std::size_t>(L::kKernels))
+    r.fail("/kernels",
+           std::to_string(ks.size()) + " kernels (at most " + std::to_string(L::kKernels) + ")");
   std::set<std::string> names;
+  std::size_t total_ops = 0;
   for (std::size_t i = 0; i < ks.size(); ++i) {
     std::string const ptr = "/kernels/" + std::to_string(i);
     c.kernels.push_back(parse_kernel(r, c, ks[i], ptr, c.graph));
     if (!names.insert(c.kernels.back().name).second)
       r.fail(ptr + "/name", "duplicate kernel name '" + c.kernels.back().name + "'");
+    for (Path const& p : c.kernels.back().paths)
+      total_ops += p.size();
+    if (total_ops > static_cast<std::size_t>(L::kTotalOps))
+      r.fail(ptr, "more than " + std::to_string(L::kTotalOps) +
+                      " ops over all paths of all kernels up to this one");
   }
 
   if (c.graph) {
@@ -356,7 +401,22 @@ Chain parse_chain(std::string const& text, std::string const& origin) {
   }
 
   if (j.contains("iterations"))
-    c.iterations = static_cast<int>(r.int_of(j["iterations"], "/iterations", 1, kMaxIterations));
+    c.iterations = static_cast<int>(r.int_of(j["iterations"], "/iterations", 1, L::kIterations));
+  std::int64_t const instances = static_cast<std::int64_t>(c.kernels.size()) * c.iterations;
+  if (instances > L::kInstances)
+    r.fail("/iterations", std::to_string(c.kernels.size()) + " kernels x " +
+                              std::to_string(c.iterations) +
+                              " iterations = " + std::to_string(instances) +
+                              " kernel instances (at most " + std::to_string(L::kInstances) + ")");
+  if (std::int64_t const pairs = verifier_pairs(c); pairs > L::kPairs)
+    r.fail("", std::to_string(pairs) + " pairs of conflicting accesses to check (at most " +
+                   std::to_string(L::kPairs) + "; fewer kernels, iterations or accesses)");
+  if (std::int64_t const events = schedule_events(c); events > L::kScheduleEvents)
+    r.fail("", std::to_string(events) + " events in one simulated schedule (at most " +
+                   std::to_string(L::kScheduleEvents) + "; fewer CTAs, ops or iterations)");
+  if (std::int64_t const acc = schedule_accesses(c); acc > L::kScheduleAccesses)
+    r.fail("", std::to_string(acc) + " reads and writes in one simulated schedule (at most " +
+                   std::to_string(L::kScheduleAccesses) + "; fewer CTAs, accesses or iterations)");
   if (j.contains("expected")) {
     std::string const v = r.string_of(j["expected"], "/expected");
     if (v == "ordered")
@@ -374,12 +434,76 @@ Chain parse_chain(std::string const& text, std::string const& origin) {
 Chain load_chain(std::string const& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in)
-    throw ChainError(path, "/", "cannot open the file");
-  std::ostringstream os;
-  os << in.rdbuf();
-  if (in.bad())
-    throw ChainError(path, "/", "cannot read the file");
-  return parse_chain(os.str(), path);
+    throw ChainError(path, "/", std::string("cannot open the file (") + std::strerror(errno) + ")");
+  // At most one byte past the limit is read, so /dev/zero or a huge file costs nothing.
+  std::string text;
+  std::size_t const cap = ChainLimits::kFileBytes + 1;
+  std::vector<char> buf(1 << 16);
+  while (text.size() < cap) {
+    in.read(buf.data(), static_cast<std::streamsize>(std::min(buf.size(), cap - text.size())));
+    std::streamsize const got = in.gcount();
+    if (got <= 0)
+      break;
+    text.append(buf.data(), static_cast<std::size_t>(got));
+  }
+  if (in.bad() || (!in.eof() && text.size() < cap))
+    throw ChainError(path, "/", "cannot read the file (a directory?)");
+  if (text.size() > ChainLimits::kFileBytes)
+    throw ChainError(path, "/",
+                     "larger than " + std::to_string(ChainLimits::kFileBytes) +
+                         " bytes (the limit of a chain description)");
+  return parse_chain(text, path);
+}
+
+std::int64_t verifier_pairs(Chain const& c) {
+  // Per kernel and buffer, reads and writes summed over its paths: the verifier pairs every path
+  // of the earlier kernel with every path of the later one.
+  std::size_t const nb = c.buffers.size(), n = c.kernels.size();
+  std::vector<std::int64_t> reads(n * nb, 0), writes(n * nb, 0);
+  for (std::size_t k = 0; k < n; ++k)
+    for (Path const& p : c.kernels[k].paths)
+      for (Op const& op : p)
+        if (op.is_access() && op.buffer >= 0 && static_cast<std::size_t>(op.buffer) < nb)
+          ++(op.kind == OpKind::kWrite ? writes
+                                       : reads)[k * nb + static_cast<std::size_t>(op.buffer)];
+  std::int64_t pairs = 0;
+  std::size_t const instances = n * static_cast<std::size_t>(std::max(c.iterations, 1));
+  for (std::size_t a = 0; a < n; ++a)
+    for (std::size_t m = a + 1; m < instances; ++m) {
+      std::size_t const b = m % n;
+      for (std::size_t x = 0; x < nb; ++x) {
+        std::int64_t const ra = reads[a * nb + x], wa = writes[a * nb + x];
+        std::int64_t const rb = reads[b * nb + x], wb = writes[b * nb + x];
+        pairs += wa * rb + ra * wb + wa * wb;
+      }
+      if (pairs > ChainLimits::kPairs)
+        return pairs; // enough to refuse; the counts above cannot overflow before this
+    }
+  return pairs;
+}
+
+std::int64_t schedule_accesses(Chain const& c) {
+  std::int64_t per_iteration = 0;
+  for (Kernel const& k : c.kernels) {
+    std::int64_t most = 0;
+    for (Path const& p : k.paths)
+      most = std::max<std::int64_t>(
+          most, std::count_if(p.begin(), p.end(), [](Op const& o) { return o.is_access(); }));
+    per_iteration += static_cast<std::int64_t>(k.ctas) * most;
+  }
+  return per_iteration * std::max(c.iterations, 1);
+}
+
+std::int64_t schedule_events(Chain const& c) {
+  std::int64_t per_iteration = 0;
+  for (Kernel const& k : c.kernels) {
+    std::size_t longest = 0;
+    for (Path const& p : k.paths)
+      longest = std::max(longest, p.size());
+    per_iteration +=
+        static_cast<std::int64_t>(k.ctas) * (static_cast<std::int64_t>(longest) + 2) + 4;
+  }
+  return per_iteration * std::max(c.iterations, 1);
 }
 
 char const* port_name(Port p) {

@@ -82,6 +82,40 @@ struct Chain {
   int buffer_index(std::string const& name) const; // -1 when absent
 };
 
+/// What a chain description may hold (data/README.md, "Chain descriptions"). Everything is
+/// checked while the file is read, before anything whose size or depth scales with the input is
+/// built, so that the verifier and the simulator run in bounded time and memory on any file.
+struct ChainLimits {
+  static constexpr std::size_t kFileBytes = 1 << 20; // 1 MiB
+  static constexpr int kDepth = 8;                   // nested arrays and objects
+  static constexpr int kKernels = 32;
+  static constexpr int kPaths = 16;     // per kernel
+  static constexpr int kOps = 32;       // per path
+  static constexpr int kTotalOps = 512; // over every path of every kernel
+  static constexpr int kBuffers = 32;
+  static constexpr int kIterations = 16;
+  static constexpr int kInstances = 128; // kernels x iterations
+  static constexpr int kCtas = 1024;     // per kernel
+  static constexpr int kMeasuredReads = 64;
+  static constexpr int kNameChars = 64;
+  // Work of one run of the verifier and of one simulated schedule, from the counts above:
+  static constexpr std::int64_t kPairs = 20000;            // conflicting access pairs checked
+  static constexpr std::int64_t kScheduleEvents = 1 << 20; // events of one simulated schedule
+  static constexpr std::int64_t kScheduleAccesses = 8192;  // reads and writes of one schedule
+};
+
+/// Conflicting access pairs `moefin verify` checks (earlier access in iteration 0, later one in
+/// any iteration), counted without running it.
+std::int64_t verifier_pairs(Chain const& c);
+
+/// Events of one simulated schedule at most: per kernel instance, its CTAs times their longest
+/// path plus start and exit, and four per instance.
+std::int64_t schedule_events(Chain const& c);
+
+/// Reads and writes of one simulated schedule at most: per kernel instance, its CTAs times the
+/// most accesses on one of its paths (the simulator compares them pairwise, per buffer).
+std::int64_t schedule_accesses(Chain const& c);
+
 /// A malformed or unreadable chain description: "FILE: /json/pointer: what is wrong" on one line.
 /// An input error (exit status 2), so that exit status 1 keeps meaning "a race".
 class ChainError : public InputError {

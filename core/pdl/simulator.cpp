@@ -8,8 +8,27 @@
 #include <cstdio>
 #include <filesystem>
 #include <ostream>
+#include <stdexcept>
 
 namespace moefin::pdl {
+
+std::int64_t saturating_count(double x) {
+  if (!(x >= 0.0)) // NaN
+    return kSaturated;
+  if (x >= static_cast<double>(kSaturated))
+    return kSaturated;
+  return static_cast<std::int64_t>(x);
+}
+
+std::int64_t saturating_product(std::int64_t a, std::int64_t b) {
+  if (a < 0 || b < 0)
+    throw std::invalid_argument("saturating_product of a negative count");
+  if (a == 0 || b == 0)
+    return 0;
+  if (a >= kSaturated / b)
+    return kSaturated;
+  return a * b;
+}
 
 namespace {
 
@@ -26,15 +45,25 @@ WitnessBound witness_bound(Chain const& c, double miss) {
   b.miss = miss;
   Simulator const sim(c);
   b.pivots = static_cast<std::int64_t>(sim.pivots());
-  double q = 1.0;
+  // q in logarithms: a product of many 1/(2p) underflows to 0 long before its log does.
+  double log_q = 0.0;
   for (int m = 0; m < sim.unrolled().size(); ++m) {
     auto const p = static_cast<double>(c.kernels[sim.unrolled().kernel(m)].paths.size());
     if (p > 1)
-      q *= 1.0 / (2.0 * p);
+      log_q -= std::log(2.0 * p);
   }
-  b.q = q;
-  b.rounds = q >= 1.0 ? 1 : static_cast<std::int64_t>(std::ceil(std::log(miss) / std::log1p(-q)));
-  b.schedules = 2 * b.pivots * b.rounds;
+  b.q = std::exp(log_q);
+  double rounds = 1.0;
+  if (log_q < 0.0) {
+    // Once q is tiny (or has underflowed to 0), ln(1 - q) loses q; -ln(delta) / q >= R is then
+    // computed through log_q instead, so the bound stays a bound (and may saturate).
+    double const l1q = std::log1p(-b.q);
+    rounds = b.q > 1e-12 && l1q < 0.0 ? std::ceil(std::log(miss) / l1q)
+                                      : std::ceil(-std::log(miss) * std::exp(-log_q));
+  }
+  b.rounds = saturating_count(rounds);
+  b.schedules = saturating_product(saturating_product(2, b.pivots), b.rounds);
+  b.saturated = b.rounds == kSaturated || b.schedules == kSaturated;
   return b;
 }
 
@@ -311,6 +340,7 @@ void write_timeline(std::string const& file_path, std::string const& group, Chai
   file.set_attr(group, "schedule_mode", s.pivot_mode ? "pivot: delays " + s.pivot : "free");
   file.set_attr(group, "time_unit", "simulated time: 1 unit is written as 1000 ns");
   file.set_attr(group, "source", "moefin simulate");
+  file.commit();
 }
 
 } // namespace moefin::pdl

@@ -38,12 +38,22 @@
 
 namespace moefin::pdl {
 
+/// Counts of schedules saturate here instead of overflowing: the bound of a chain with many
+/// multi-path kernels can exceed any 64-bit count (q underflows), and is then "more than this".
+inline constexpr std::int64_t kSaturated = std::int64_t(1) << 62;
+
+/// x rounded down, clamped to [0, kSaturated] (NaN and +inf give kSaturated).
+std::int64_t saturating_count(double x);
+/// a * b for non-negative counts, kSaturated when it would reach it.
+std::int64_t saturating_product(std::int64_t a, std::int64_t b);
+
 struct WitnessBound {
   std::int64_t pivots = 0;    // |pivots|
-  double q = 1.0;             // lower bound of a pivot try's success probability
+  double q = 1.0;             // lower bound of a pivot try's success probability (may be 0)
   double miss = 0.0;          // delta: allowed probability of missing one race
-  std::int64_t rounds = 1;    // R
-  std::int64_t schedules = 0; // 2 * pivots * rounds
+  std::int64_t rounds = 1;    // R, saturated at kSaturated
+  std::int64_t schedules = 0; // 2 * pivots * rounds, saturated at kSaturated
+  bool saturated = false;     // rounds or schedules reached kSaturated: "more than 4.6e18"
 };
 
 /// The number of schedules after which every race the verifier reports has been witnessed with

@@ -227,6 +227,7 @@ int run_equivalence(EquivOptions const& o, h5::ResultWriter& file, std::uint64_t
     rec.summary(what.str());
   };
   bench.run(file, bench::RunOptions{}, body);
+  file.commit();
   h5::ResultReader reader(file.path());
   chain_tables::print_equivalence(reader.read_table("equivalence"), std::cout);
   if (failures)
@@ -262,7 +263,9 @@ int equivalence(cli::Args const& args) {
       "tolerance", po::value<double>()->default_value(1e-2),
       "max error vs the reference, relative to the output's peak")(
       "stamps", "record per-CTA stamps of each row's last iteration (timeline groups)")(
-      "replay", po::value<std::string>(),
+      "replay", po::value<std::string>()->notifier([](std::string const& v) {
+        chain_run::parse_seed("--replay", v);
+      }),
       "replay routing SEED (one shape, T, preset) and print the first differing buffer/index")(
       "replay-attempts", po::value<int>()->default_value(20), "attempts of --replay, 1..10000")(
       "print", po::value<std::string>(), "print the /equivalence table of FILE and exit")(

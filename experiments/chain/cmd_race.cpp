@@ -143,9 +143,17 @@ int race(cli::Args const& args) {
                   desc, args, vm))
     return kExitOk;
   if (vm.count("print")) {
-    h5::ResultReader reader(vm["print"].as<std::string>());
+    std::string const path = vm["print"].as<std::string>();
+    h5::ResultReader reader(path);
     auto t = reader.read_table("race_matrix");
-    std::size_t const computed = race::fill_verdicts(t, reader.provenance());
+    if (t.rows == 0)
+      throw FileError(path, "/race_matrix has no rows");
+    std::size_t computed = 0;
+    try { // a row the mapping cannot rebuild is a fault of the file, not of the command line
+      computed = race::fill_verdicts(t, reader.provenance());
+    } catch (InputError const& e) {
+      throw FileError(path, e.what());
+    }
     chain_tables::print_race_matrix(t, std::cout);
     print_summary(t, reader.provenance(), std::cout);
     if (computed)
@@ -287,6 +295,7 @@ int race(cli::Args const& args) {
                 pdl::verdict_name(verdict.chain));
   };
   bench.run(file, bench::RunOptions{}, body);
+  file.commit();
   h5::ResultReader reader(file.path());
   auto t = reader.read_table("race_matrix");
   race::fill_verdicts(t, reader.provenance()); // rows of a resumed file that predates the column

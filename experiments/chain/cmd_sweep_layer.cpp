@@ -149,11 +149,8 @@ int sweep_layer(cli::Args const& args) {
   chain_run::record(residency, file);
   // Numbered on from the timelines a resumed file already holds.
   std::int64_t timelines = 0;
-  {
-    h5::ResultReader const before(file.path());
-    while (before.has_group("timeline_layer_" + std::to_string(timelines)))
-      ++timelines;
-  }
+  while (file.has_group("timeline_layer_" + std::to_string(timelines)))
+    ++timelines;
   std::string weights_of; // the shape whose weights are on the device
   std::unique_ptr<chain::LayerWeights> weights;
   auto body = [&](bench::Unit const& u, std::vector<bench::Config> const& todo,
@@ -212,6 +209,7 @@ int sweep_layer(cli::Args const& args) {
                 ")");
   };
   bench.run(file, bench::RunOptions{}, body);
+  file.commit();
   h5::ResultReader reader(file.path());
   chain_tables::print_layer_tables(reader.read_table("layer_sweep"), published,
                                    reader.provenance().at("gpu_name"), std::cout);

@@ -152,12 +152,13 @@ Replay replay(chain::LayerWeights const&, chain::RunnerOptions, chain::ChainConf
 
 void add_residency_options(cli::po::options_description& desc, Residency const& defaults) {
   namespace po = cli::po;
-  desc.add_options()("ctas-per-sm", po::value<int>()->default_value(defaults.ctas_per_sm),
+  // Checked while parsing (cli::ranged, cli::choice): before any command opens the device.
+  desc.add_options()("ctas-per-sm", cli::ranged("--ctas-per-sm", defaults.ctas_per_sm, 1, 8),
                      "CTAs per SM of the GEMM, permute and activation grids, 1..8 (1: every "
                      "kernel of the chain fits on the GPU at once, so early triggers take effect)")(
       "carveout",
-      po::value<std::string>()->default_value(defaults.max_shared_carveout ? "max-shared"
-                                                                           : "default"),
+      cli::choice("--carveout", {"default", "max-shared"},
+                  defaults.max_shared_carveout ? "max-shared" : "default"),
       "shared-memory carveout of the routing, permute, GEMM and activation kernels: max-shared "
       "(finalize, which needs shared memory, can then start beside them) or default (the "
       "driver's)");

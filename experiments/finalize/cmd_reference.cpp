@@ -86,6 +86,7 @@ int reference_finalize(cli::Args const& args) {
   write_finalize(file, "finalize", run);
   file.set_attr("finalize", "routing_source",
                 vm.count("routing") ? vm["routing"].as<std::string>() : "generated");
+  file.commit();
   std::cout << summary_line(run) << "\nwrote " << path << " (/route, /finalize)\n";
   return kExitOk;
 }

@@ -189,11 +189,14 @@ def provenance(seed, gpu=None):
 
 
 def open_result(path, resume, seed, gpu):
-    """Creates `path` (refusing to overwrite) or reopens it with --resume; returns (file, seed)."""
+    """Creates `path` (refusing to overwrite) or reopens it with --resume; returns (file, seed).
+    The file is `moefin_state = incomplete` (data/README.md) until finish_result()."""
     if resume:
         f = h5py.File(path, "r+")
         if f.attrs.get("moefin_schema") != SCHEMA:
             raise SystemExit(f"{path}: not a {SCHEMA} file")
+        f.attrs["moefin_state"] = "incomplete"
+        f.flush()
         f.attrs["resumed_by"] = " ".join([os.path.basename(sys.executable)] + sys.argv)
         f.attrs["resumed_date_utc"] = datetime.datetime.now(
             datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -202,10 +205,19 @@ def open_result(path, resume, seed, gpu):
         raise SystemExit(f"{path}: already exists (use --resume to continue it, or remove it)")
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     f = h5py.File(path, "w")
+    f.attrs["moefin_state"] = "incomplete"  # first, so that a killed run is never read as whole
+    f.flush()
     for k, v in provenance(seed, gpu).items():
         f.attrs[k] = v
     f.flush()
     return f, seed
+
+
+def finish_result(f):
+    """Marks the file complete (every row it holds was written whole) and closes it."""
+    f.attrs["moefin_state"] = "complete"
+    f.flush()
+    f.close()
 
 
 def summary(us):
@@ -421,7 +433,7 @@ def main(argv=None):
     if left:
         print(f"incomplete: stopped by --max-minutes with {left} shapes left; continue with "
               f"--resume {f.filename}")
-    f.close()
+    finish_result(f)
     return 0
 
 

@@ -43,6 +43,12 @@ void print_bound(pdl::WitnessBound const& b) {
     std::cout << "every kernel has one path, so every race the verifier reports is witnessed "
                  "within "
               << b.schedules << " schedules\n";
+  } else if (b.saturated) {
+    std::printf("path draws succeed with probability >= %.3g, so the bound 2 x %lld x R with R = "
+                "ceil(ln %.3g / ln(1 - q)) is more than %.3g schedules\n",
+                b.q, static_cast<long long>(b.pivots), b.miss,
+                static_cast<double>(pdl::kSaturated));
+    std::fflush(stdout);
   } else {
     std::printf("path draws succeed with probability >= %.3g, so every race the verifier reports "
                 "is witnessed within 2 x %lld x %lld = %lld schedules with probability >= 1 - "

@@ -659,8 +659,10 @@ std::string render_finalize_tables(std::vector<std::string> const& files,
       archs.push_back(arch);
   }
   if (rows.empty()) {
-    os << "no finalize sweep rows in the given files\n";
-    return os.str();
+    std::string names;
+    for (auto const& f : files)
+      names += (names.empty() ? "" : ", ") + f;
+    throw FileError(names, "no /finalize_sweep rows to tabulate");
   }
   Index idx;
   for (auto const& r : rows)

@@ -44,6 +44,7 @@ int route(cli::Args const& args) {
     std::fprintf(stderr, "[route] writing %s\n", path.c_str());
   auto file = create_result_file(path, seed, overwrite);
   write_routing(file, "route", spec, routing, layout);
+  file.commit();
 
   std::cout << "route: T=" << spec.num_tokens << " E=" << spec.num_experts << " K=" << spec.top_k
             << " " << distribution_name(spec.distribution) << ", " << w << " weights"

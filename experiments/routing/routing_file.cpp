@@ -213,9 +213,18 @@ StoredRouting read_routing(std::string const& path, std::string const& g) {
   spec.num_tokens = r.num_tokens;
   spec.num_experts = r.num_experts;
   spec.top_k = r.top_k;
-  parse_distribution(s.attrs["distribution"], &spec.distribution);
-  parse_method(s.attrs["score_method"], &spec.score_method);
-  parse_weight_type(s.attrs["weights"], &spec.weight_type);
+  auto bad_word = [&](char const* name) {
+    return FileError(path, "/" + g + " attribute " + name + " = '" + s.attrs[name].substr(0, 80) +
+                               "' is not a known value");
+  };
+  if (!parse_distribution(s.attrs["distribution"], &spec.distribution))
+    throw bad_word("distribution");
+  if (!parse_method(s.attrs["score_method"], &spec.score_method))
+    throw bad_word("score_method");
+  if (!parse_weight_type(s.attrs["weights"], &spec.weight_type))
+    throw bad_word("weights");
+  if (s.attrs["renormalize"] != "true" && s.attrs["renormalize"] != "false")
+    throw bad_word("renormalize");
   spec.renormalize = s.attrs["renormalize"] != "false";
   try {
     spec.seed = std::stoull(s.attrs["seed"]);

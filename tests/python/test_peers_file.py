@@ -47,7 +47,10 @@ def test_peer_rows_are_read_by_moefin_as_extra_columns(moefin, tmp_path):
     with pytest.raises(ValueError):
         t.append(peers.row_key(1024, 1, 8, "bf16", "c", "hot", "torch_gather"),
                  _values("torch_gather", 1.0, 1.0), [1.0] * 3)
-    f.close()
+    f.close()  # as a killed run leaves it: not read as a finished one
+    unfinished = run(moefin, "show", path, check=False)
+    assert unfinished.returncode == 1 and "incomplete" in unfinished.stderr, unfinished.stderr
+    peers.finish_result(h5py.File(path, "r+"))
 
     shown = run(moefin, "show", path, "--table", "finalize_sweep").stdout
     assert "torch_gather" in shown
