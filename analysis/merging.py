@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .derived import with_stored_statistics
 from .frame import Frame
 
 # Root attributes that describe how a file's rows were measured rather than where; rows differing
@@ -147,8 +148,9 @@ def merge(files):
             labels = condition_labels(g, holders)
             r.conditions[g] = list(dict.fromkeys(labels[f.path] for f in holders))
             r.condition_of.update({(g, p): lab for p, lab in labels.items()})
-            r.tables[g], n = _merge_group([f.tables.get(g) for f in latest_first],
-                                          [labels.get(f.path, "") for f in latest_first])
+            r.tables[g], n = _merge_group(
+                [with_stored_statistics(g, f.tables.get(g)) for f in latest_first],
+                [labels.get(f.path, "") for f in latest_first])
             if n:
                 r.replaced[g] = n
         r.timelines = [(f.path, t) for f in r.files for t in f.timelines]

@@ -4,9 +4,10 @@ Conventions (data/README.md defines the columns):
 - finalize speedups are the table's own `speedup_vs_scalar` (the paired per-round ratio the
   sweep computed), summarized over H x in-regime T x bf16/fp32 weights by the median, with the
   minimum in parentheses, as the seed publishes them;
-- ratios between two rows of a table (ablations, whole-layer runs) are paired over rounds: the
-  median of numerator[i] / denominator[i] over the rows' raw samples, one per interleaved round;
-  rows with different sample counts fall back to the ratio of their medians.
+- ratios between two rows of a table (ablations, whole-layer runs) are the paired ratios the
+  writers store (`ablation_ratio`, `speedup_finalize`, `speedup_placement`: the median over
+  interleaved rounds of numerator[i] / denominator[i]); for files written before those columns
+  existed, analysis.derived computes them once from the raw samples, the same way.
 """
 import numpy as np
 
@@ -24,14 +25,6 @@ ABLATIONS = (("top-K split", "small_batch_nosplit"),
              ("pre-wait metadata", "small_batch_meta_after_wait"))
 TIME_VARIANTS = ("scalar", "vecload", "small_batch", "torch_gather", "torch_bmm")
 PLACEMENTS = ("seed-after", "seed-before")
-
-
-def paired_ratio(num_samples, den_samples, num_median, den_median):
-    """Median over rounds of num/den; the ratio of medians when rounds cannot be paired."""
-    num, den = np.asarray(num_samples, float), np.asarray(den_samples, float)
-    if len(num) and len(num) == len(den) and np.all(den > 0):
-        return float(np.median(num / den))
-    return float(num_median / den_median)
 
 
 def summary_cell(values, fmt=speedup_text):
@@ -167,10 +160,11 @@ def _against_small_batch(frame, K, variant, mode, l2):
 
 
 def ablation_ratios(frame, K, variant, mode="a", l2="hot"):
-    """Per configuration: time of `variant` (one ingredient removed) / time of small_batch."""
-    abl, base, pairs = _against_small_batch(frame, K, variant, mode, l2)
-    return [paired_ratio(abl.samples[j], base.samples[i], abl["median_us"][j],
-                         base["median_us"][i]) for j, i in pairs]
+    """Per configuration: time of `variant` (one ingredient removed) / time of small_batch, the
+    stored ablation_ratio of the in-regime rows that have one."""
+    sel = frame.mask(K=K, mode=mode, l2=l2, variant=variant, in_regime=1)
+    values = np.asarray(frame["ablation_ratio"][sel], float)
+    return values[~np.isnan(values)].tolist()
 
 
 def ablation_tables(results):
@@ -283,7 +277,8 @@ def peer_ratios(frame, K, peer, mode="c", l2="hot"):
 
 
 def peer_tables(results, mode="c"):
-    """PyTorch formulations of finalize (experiments/peers_torch.py) against small_batch."""
+    """PyTorch formulations of finalize (experiments/finalize/peers_torch.py) against
+    small_batch."""
     tables = []
     for r, t in measured(results):
         peers = [p for p in PEERS if np.any(t.mask(variant=p, mode=mode, in_regime=1))]
@@ -341,7 +336,9 @@ def noise_tables(results):
 
 
 def _layer_ratio(frame, H, E, K, T, num, den):
-    """Paired ratio time(num) / time(den) for one shape x tokens, or None when absent.
+    """Paired ratio time(num) / time(den) for one shape x tokens, or None when absent: the ratio
+    the sweep stored on the den row (speedup_finalize when num and den differ in finalize,
+    speedup_placement when they differ in placement).
 
     `num` and `den` are (finalize, placement) pairs."""
     rows = []
@@ -350,9 +347,8 @@ def _layer_ratio(frame, H, E, K, T, num, den):
         if len(idx) == 0:
             return None
         rows.append(idx[0])
-    a, b = rows
-    return paired_ratio(frame.samples[a], frame.samples[b], frame["median_us"][a],
-                        frame["median_us"][b])
+    column = "speedup_finalize" if num[0] != den[0] else "speedup_placement"
+    return float(frame[column][rows[1]])
 
 
 def _layer_rows(measured, published_rows):

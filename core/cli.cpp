@@ -38,12 +38,6 @@ void add_output_options(po::options_description& desc, std::string const& defaul
       "seed", po::value<std::uint64_t>()->default_value(2026), "seed of every random input");
 }
 
-void check_multiple(std::string const& flag, std::int64_t value, std::int64_t m) {
-  if (value <= 0 || value % m != 0)
-    throw InputError(flag + ": value " + std::to_string(value) +
-                     " must be a positive multiple of " + std::to_string(m));
-}
-
 std::vector<std::int64_t> parse_int_list(std::string const& flag, std::string const& text,
                                          std::int64_t lo, std::int64_t hi) {
   std::vector<std::int64_t> out;
@@ -79,17 +73,6 @@ std::vector<std::int64_t> parse_int_list(std::string const& flag, std::string co
   if (out.empty())
     throw InputError(flag + ": empty list");
   return out;
-}
-
-void check_choice(std::string const& flag, std::string const& value,
-                  std::vector<std::string> const& allowed) {
-  for (auto const& a : allowed)
-    if (a == value)
-      return;
-  std::string list;
-  for (auto const& a : allowed)
-    list += (list.empty() ? "" : ", ") + a;
-  throw InputError(flag + ": value '" + value + "' not one of {" + list + "}");
 }
 
 } // namespace moefin::cli

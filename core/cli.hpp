@@ -1,8 +1,9 @@
 #pragma once
 // Command-line plumbing shared by every subcommand: parsing with Boost.Program_options, the
-// one-line range errors, and the registry of subcommands.
+// registry of subcommands, lists; the one-line range errors are core/ops/ranges.hpp's.
 
-#include "core/errors.hpp"
+#include "core/ops/errors.hpp"
+#include "core/ops/ranges.hpp"
 
 #include <boost/program_options.hpp>
 
@@ -37,28 +38,14 @@ bool parse(std::string const& command, std::string const& synopsis,
 /// Adds the options every experiment that writes a result file takes: --out, --resume, --seed.
 void add_output_options(po::options_description& desc, std::string const& default_out);
 
-template <class T> std::string to_text(T const& v) {
-  std::ostringstream os;
-  os << v;
-  return os.str();
-}
-
-/// Throws InputError "--flag: value V out of range [lo, hi]" unless lo <= value <= hi.
-template <class T> void check_range(std::string const& flag, T value, T lo, T hi) {
-  if (!(value >= lo && value <= hi))
-    throw InputError(flag + ": value " + to_text(value) + " out of range [" + to_text(lo) + ", " +
-                     to_text(hi) + "]");
-}
-
-/// Throws InputError unless value is a positive multiple of m.
-void check_multiple(std::string const& flag, std::int64_t value, std::int64_t m);
+// The range checks (core/ops/ranges.hpp), under the names the commands use.
+using ranges::check_choice;
+using ranges::check_multiple;
+using ranges::check_range;
+using ranges::to_text;
 
 /// Parses "1,2,4,8" (and ranges "1-4") into integers, each checked against [lo, hi].
 std::vector<std::int64_t> parse_int_list(std::string const& flag, std::string const& text,
                                          std::int64_t lo, std::int64_t hi);
-
-/// Checks `value` is one of `allowed`; throws InputError listing them otherwise.
-void check_choice(std::string const& flag, std::string const& value,
-                  std::vector<std::string> const& allowed);
 
 } // namespace moefin::cli

@@ -19,9 +19,25 @@ void validate_finalize_shape(std::int64_t hidden, std::int64_t hidden_padded, st
                      "--tokens, --top-k or --hidden)");
 }
 
-FinalizeInputs make_finalize_inputs(RoutingLayout const& layout, std::int64_t hidden,
-                                    std::int64_t hidden_padded, std::uint64_t seed,
-                                    bool with_scales) {
+RowPool::RowPool(std::int64_t hidden, std::int64_t hidden_padded, std::uint64_t seed)
+    : hidden_(hidden), hidden_padded_(hidden_padded), seed_(seed) {}
+
+bf16_bits const* RowPool::rows(std::int64_t n) {
+  auto const have = static_cast<std::int64_t>(data_.size()) / hidden_padded_;
+  if (n > have) {
+    data_.resize(static_cast<std::size_t>(n * hidden_padded_), kBf16Poison);
+    for (std::int64_t r = have; r < n; ++r) {
+      auto const row = random_bf16(static_cast<std::size_t>(hidden_),
+                                   Rng::mix(seed_, static_cast<std::uint64_t>(r)));
+      std::copy(row.begin(), row.end(), data_.begin() + r * hidden_padded_);
+    }
+  }
+  return data_.data();
+}
+
+FinalizeInputs make_finalize_inputs(RoutingLayout const& layout, RowPool& pool,
+                                    std::uint64_t scale_seed, bool with_scales) {
+  std::int64_t const hidden = pool.hidden(), hidden_padded = pool.hidden_padded();
   validate_finalize_shape(hidden, hidden_padded, layout.total_padded_rows);
   FinalizeInputs in;
   in.hidden = hidden;
@@ -30,17 +46,16 @@ FinalizeInputs make_finalize_inputs(RoutingLayout const& layout, std::int64_t hi
   auto const rows = static_cast<std::size_t>(in.num_rows);
   auto const hp = static_cast<std::size_t>(hidden_padded);
   in.gemm_out.assign(rows * hp, kBf16Poison);
-  for (std::size_t r = 0; r < rows; ++r) {
-    if (layout.permuted_to_token[r] < 0)
-      continue;
-    auto const row = random_bf16(static_cast<std::size_t>(hidden), Rng::mix(seed, r));
-    std::copy(row.begin(), row.end(), in.gemm_out.begin() + static_cast<std::ptrdiff_t>(r * hp));
-  }
+  bf16_bits const* src = pool.rows(in.num_rows);
+  for (std::size_t r = 0; r < rows; ++r)
+    if (layout.permuted_to_token[r] >= 0)
+      std::copy(src + r * hp, src + (r + 1) * hp,
+                in.gemm_out.begin() + static_cast<std::ptrdiff_t>(r * hp));
   if (with_scales) {
     auto const blocks =
         static_cast<std::size_t>((hidden_padded + kFp8ScaleBlock - 1) / kFp8ScaleBlock);
     in.in_scales.assign(rows * blocks, std::numeric_limits<float>::quiet_NaN());
-    Rng rng(Rng::mix(seed, ~std::uint64_t(0)));
+    Rng rng(Rng::mix(scale_seed, ~std::uint64_t(0)));
     for (std::size_t r = 0; r < rows; ++r)
       for (std::size_t b = 0; b < blocks; ++b) {
         float const s = static_cast<float>(rng.uniform(0.5, 2.0));
@@ -49,6 +64,14 @@ FinalizeInputs make_finalize_inputs(RoutingLayout const& layout, std::int64_t hi
       }
   }
   return in;
+}
+
+FinalizeInputs make_finalize_inputs(RoutingLayout const& layout, std::int64_t hidden,
+                                    std::int64_t hidden_padded, std::uint64_t seed,
+                                    bool with_scales) {
+  validate_finalize_shape(hidden, hidden_padded, layout.total_padded_rows);
+  RowPool pool(hidden, hidden_padded, seed);
+  return make_finalize_inputs(layout, pool, seed, with_scales);
 }
 
 finalize::FinalizeParams finalize_params(Routing const& routing, RoutingLayout const& layout,
@@ -80,28 +103,6 @@ void const* expert_weights_of(Routing const& routing, finalize::WeightType weigh
     return routing.weights.data();
   }
   return nullptr;
-}
-
-char const* weight_type_name(finalize::WeightType w) {
-  switch (w) {
-  case finalize::WeightType::kNone:
-    return "none";
-  case finalize::WeightType::kBf16:
-    return "bf16";
-  case finalize::WeightType::kFp32:
-    return "fp32";
-  }
-  return "?";
-}
-
-bool parse_weight_type(std::string const& s, finalize::WeightType* out) {
-  for (auto w :
-       {finalize::WeightType::kNone, finalize::WeightType::kBf16, finalize::WeightType::kFp32})
-    if (s == weight_type_name(w)) {
-      *out = w;
-      return true;
-    }
-  return false;
 }
 
 } // namespace moefin

@@ -2,7 +2,7 @@
 
 #include "core/build_info.hpp"
 #include "core/device_info.hpp"
-#include "core/errors.hpp"
+#include "core/ops/errors.hpp"
 
 #include <hdf5.h>
 

@@ -3,7 +3,7 @@
 // a seed names the same routing on every machine.
 
 #include "core/layout.hpp"
-#include "kernels/routing/routing_params.hpp"
+#include "core/ops/routing_params.hpp"
 
 #include <cstdint>
 #include <string>

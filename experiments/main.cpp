@@ -1,10 +1,10 @@
 // moefin: the command-line entry point. Parses the subcommand and maps every error class to its
-// exit status (core/errors.hpp) with a single line on stderr.
+// exit status (core/ops/errors.hpp) with a single line on stderr.
 
 #include "core/build_info.hpp"
 #include "core/cli.hpp"
-#include "core/errors.hpp"
 #include "core/h5store.hpp"
+#include "core/ops/errors.hpp"
 #include "reference/kokkos_env.hpp"
 
 #include <iostream>

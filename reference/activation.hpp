@@ -1,9 +1,9 @@
 #pragma once
 // Kokkos reference of the activation between the grouped GEMMs, host execution space (implied).
-// Same params as the CUDA kernel (kernels/activation/activation_params.hpp), host pointers;
+// Same params as the CUDA kernel (core/ops/activation_params.hpp), host pointers;
 // `total_padded_rows` points to a host int.
 
-#include "kernels/activation/activation_params.hpp"
+#include "core/ops/activation_params.hpp"
 
 namespace moefin::reference {
 

@@ -1,8 +1,8 @@
 #include "reference/finalize.hpp"
 
 #include "core/bf16.hpp"
-#include "core/errors.hpp"
 #include "core/fp8.hpp"
+#include "core/ops/errors.hpp"
 
 #include <Kokkos_Core.hpp>
 

@@ -1,10 +1,10 @@
 #pragma once
 // Kokkos reference of the finalize operation (DESIGN.md section 1), host execution space
 // (Kokkos::DefaultHostExecutionSpace, implied). Same params as the CUDA path
-// (kernels/finalize/finalize_params.hpp), with host pointers. Every call checks its params
+// (core/ops/finalize_params.hpp), with host pointers. Every call checks its params
 // (throws InputError naming the field) and fences before returning.
 
-#include "kernels/finalize/finalize_params.hpp"
+#include "core/ops/finalize_params.hpp"
 
 #include <vector>
 

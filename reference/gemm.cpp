@@ -1,7 +1,7 @@
 #include "reference/gemm.hpp"
 
 #include "core/bf16.hpp"
-#include "core/errors.hpp"
+#include "core/ops/errors.hpp"
 
 #include <Kokkos_Core.hpp>
 

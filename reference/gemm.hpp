@@ -1,9 +1,9 @@
 #pragma once
 // Kokkos reference of the grouped GEMM over permuted rows, host execution space (implied). Same
-// params as the CUDA kernel (kernels/gemm/gemm_params.hpp), host pointers; `total_padded_rows`
+// params as the CUDA kernel (core/ops/gemm_params.hpp), host pointers; `total_padded_rows`
 // points to a host int.
 
-#include "kernels/gemm/gemm_params.hpp"
+#include "core/ops/gemm_params.hpp"
 
 namespace moefin::reference {
 

@@ -1,9 +1,9 @@
 #pragma once
 // Kokkos reference of permute (gather hidden states into the permuted order), host execution
-// space (implied). Same params as the CUDA kernel (kernels/permute/permute_params.hpp), host
+// space (implied). Same params as the CUDA kernel (core/ops/permute_params.hpp), host
 // pointers; `total_padded_rows` points to a host int.
 
-#include "kernels/permute/permute_params.hpp"
+#include "core/ops/permute_params.hpp"
 
 namespace moefin::reference {
 

@@ -1,7 +1,7 @@
 #include "reference/routing.hpp"
 
 #include "core/bf16.hpp"
-#include "core/errors.hpp"
+#include "core/ops/errors.hpp"
 #include "core/routing.hpp"
 
 #include <Kokkos_Core.hpp>

@@ -1,9 +1,9 @@
 #pragma once
 // Kokkos reference of routing from router scores (DESIGN.md section 1), host execution space
-// (implied). Same params as the CUDA routing kernels (kernels/routing/routing_params.hpp), host
+// (implied). Same params as the CUDA routing kernels (core/ops/routing_params.hpp), host
 // pointers; `total_padded_rows` points to a host int.
 
-#include "kernels/routing/routing_params.hpp"
+#include "core/ops/routing_params.hpp"
 
 namespace moefin::reference {
 

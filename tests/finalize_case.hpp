@@ -3,7 +3,7 @@
 // seeded host inputs and the edge shapes every finalize kernel is checked on. Shared by the
 // tests of moefin's kernels and of the released ones.
 
-#include "experiments/finalize_inputs.hpp"
+#include "experiments/finalize/cases.hpp"
 
 #include <algorithm>
 #include <cstdint>

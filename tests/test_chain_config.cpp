@@ -1,11 +1,13 @@
 #define BOOST_TEST_MODULE chain_config
 #include <boost/test/unit_test.hpp>
 
-#include "core/chain_config.hpp"
-#include "core/errors.hpp"
+#include "core/chain/presets.hpp"
+#include "core/chain/shape.hpp"
+#include "core/chain/verifier_chain.hpp"
+#include "core/ops/errors.hpp"
 #include "core/pdl/verifier.hpp"
 #include "core/router_scores.hpp"
-#include "experiments/race_cells.hpp"
+#include "experiments/chain/race_cells.hpp"
 #include "reference/kokkos_env.hpp"
 #include "reference/routing.hpp"
 
@@ -18,13 +20,13 @@ std::ostream& operator<<(std::ostream& os, Trigger t) {
   return os << trigger_name(t);
 }
 namespace chain {
-std::ostream& operator<<(std::ostream& os, FinalizeChoice f) {
-  return os << finalize_choice_name(f);
+std::ostream& operator<<(std::ostream& os, FinalizeChoice const& f) {
+  return os << f.name();
 }
 } // namespace chain
 namespace activation {
 std::ostream& operator<<(std::ostream& os, Type t) {
-  return os << chain::activation_name(t);
+  return os << type_name(t);
 }
 } // namespace activation
 } // namespace moefin
@@ -99,7 +101,7 @@ BOOST_AUTO_TEST_CASE(overrides_change_only_the_named_knobs) {
   BOOST_TEST(!c.metadata_before_wait);
   BOOST_TEST(!c.at(Kernel::kGemm2).pdl);
   BOOST_TEST(c.at(Kernel::kGemm1).pdl);
-  BOOST_TEST(c.finalize == FinalizeChoice::kPrevious);
+  BOOST_TEST(c.finalize == FinalizeChoice::dispatch_previous());
   BOOST_TEST(c.trigger(Kernel::kRouting) == Trigger::kAfterWait);
   BOOST_TEST(c.trigger(Kernel::kGemm2) == Trigger::kExit);
   BOOST_TEST(describe(c).find("gemm2{trigger=exit,pdl=off}") != std::string::npos, describe(c));
@@ -201,58 +203,66 @@ BOOST_AUTO_TEST_CASE(same_seed_gives_the_same_routings_and_seeds_differ) {
   BOOST_TEST((route(routing_seed(7, s, 4, 3)) != route(routing_seed(7, s, 4, 4))));
 }
 
-BOOST_AUTO_TEST_CASE(chain_description_lists_pre_wait_reads_where_the_variant_makes_them) {
+BOOST_AUTO_TEST_CASE(layer_plan_lists_pre_wait_reads_where_the_variant_makes_them) {
   ChainConfig c = preset_config(Preset::kSeedAfter);
-  auto d = describe_chain(c, "small_batch");
-  BOOST_TEST(d.size() == 7u);
-  BOOST_TEST(d[5].name == "finalize");
-  BOOST_TEST(d[5].trigger == "entry"); // small_batch's own placement
-  BOOST_TEST(d[5].reads_before_wait.size() == 2u);
-  BOOST_TEST(d.back().name == "checksum");
-  BOOST_TEST(d.back().trigger == "exit");
-  for (std::size_t i = 0; i < d.size(); ++i) {
-    BOOST_TEST(d[i].waits, d[i].name);
-    if (i != 5)
-      BOOST_TEST(d[i].reads_before_wait.empty(), d[i].name);
+  auto const& small_batch = finalize::variant("small_batch", "test");
+  LayerPlan p = make_layer_plan(c, small_batch);
+  BOOST_TEST(p.kernels.size() == 7u);
+  BOOST_TEST(p.at(Kernel::kFinalize).name == "finalize");
+  BOOST_TEST(p.at(Kernel::kFinalize).impl == "small_batch");
+  BOOST_TEST(p.at(Kernel::kFinalize).trigger == Trigger::kEntry); // small_batch's own placement
+  BOOST_TEST(p.at(Kernel::kFinalize).reads_before_wait.size() == 2u);
+  BOOST_TEST(p.checksum().name == "checksum");
+  BOOST_TEST(p.checksum().trigger == Trigger::kExit);
+  for (std::size_t i = 0; i < p.kernels.size(); ++i) {
+    BOOST_TEST(p.kernels[i].waits, p.kernels[i].name);
+    BOOST_TEST(p.kernels[i].trigger != Trigger::kDefault, p.kernels[i].name);
+    if (p.kernels[i].kernel != Kernel::kFinalize)
+      BOOST_TEST(p.kernels[i].reads_before_wait.empty(), p.kernels[i].name);
   }
-  auto const scalar = describe_chain(c, "scalar")[5];
-  BOOST_TEST(scalar.trigger == "exit");
-  BOOST_TEST(scalar.reads_before_wait.empty()); // scalar reads everything after its wait
+  auto const scalar = make_layer_plan(c, finalize::variant("scalar", "test"));
+  BOOST_TEST(scalar.at(Kernel::kFinalize).trigger == Trigger::kExit);
+  BOOST_TEST(scalar.at(Kernel::kFinalize).reads_before_wait.empty()); // reads after its wait
+  BOOST_TEST(!scalar.finalize_meta_before_wait());
   c.metadata_before_wait = false;
-  BOOST_TEST(describe_chain(c, "vecload")[5].reads_before_wait.empty());
+  BOOST_TEST(!make_layer_plan(c, finalize::variant("vecload", "test")).finalize_meta_before_wait());
   c.at(Kernel::kFinalize).trigger = Trigger::kAfterWrites;
-  BOOST_TEST(describe_chain(c, "small_batch")[5].trigger == "after_writes");
-  BOOST_CHECK_THROW(describe_chain(c, "auto"), InputError);
+  BOOST_TEST(make_layer_plan(c, small_batch).at(Kernel::kFinalize).trigger ==
+             Trigger::kAfterWrites);
+  BOOST_CHECK_THROW(finalize::variant("auto", "test"), InputError);
 }
 
 BOOST_AUTO_TEST_CASE(chain_json_is_a_chain_the_verifier_reads) {
   ChainConfig c = preset_config(Preset::kAllEarly);
-  pdl::Chain const parsed = pdl::parse_chain(chain_json(c, "small_batch", false), "chain_json");
+  pdl::Chain const parsed = pdl::parse_chain(
+      chain_json(c, finalize::variant("small_batch", "test"), false), "chain_json");
   BOOST_TEST(parsed.kernels.size() == 7u);
   BOOST_TEST(parsed.iterations == kVerifierIterations);
   BOOST_TEST((pdl::verify(parsed, {false}).verdict() == pdl::Verdict::kRace));
-  pdl::Chain const graph = pdl::parse_chain(chain_json(c, "small_batch", true), "graph");
+  pdl::Chain const graph =
+      pdl::parse_chain(chain_json(c, finalize::variant("small_batch", "test"), true), "graph");
   BOOST_TEST(graph.graph);
   BOOST_TEST(graph.kernels.size() == 14u);
   BOOST_TEST(graph.edges.size() == 13u);
 }
 
 BOOST_AUTO_TEST_CASE(verifier_chain_names_every_buffer_the_checksum_hashes) {
-  pdl::Chain const c = verifier_chain(preset_config(Preset::kSeedAfter), "small_batch", false);
+  pdl::Chain const c = verifier_chain(preset_config(Preset::kSeedAfter),
+                                      finalize::variant("small_batch", "test"), false);
   pdl::Kernel const& checksum = c.kernels.back();
   BOOST_TEST_REQUIRE(checksum.name == "checksum");
   std::set<std::string> hashed;
   for (pdl::Op const& op : checksum.paths.at(0))
     if (op.kind == pdl::OpKind::kRead)
       hashed.insert(c.buffers.at(op.buffer));
-  for (char const* b : layer_buffer_names())
-    BOOST_TEST(hashed.count(b) == 1u, b);
+  for (Buffer b : hashed_buffers())
+    BOOST_TEST(hashed.count(buffer_name(b)) == 1u, buffer_name(b));
   BOOST_TEST(hashed.count("snapshot") == 1u); // seed-after reads metadata before the wait
 }
 
 BOOST_AUTO_TEST_CASE(cells_race_exactly_when_no_kernel_in_between_waits_before_it_triggers) {
   auto const verdict = [](ChainConfig const& c, char const* variant) {
-    CellVerdict const v = verify_cell(c, variant, false);
+    CellVerdict const v = verify_cell(c, finalize::variant(variant, "test"), false);
     BOOST_TEST((v.chain == v.metadata));
     return v.chain;
   };
@@ -292,7 +302,7 @@ BOOST_AUTO_TEST_CASE(race_rows_rebuild_the_configuration_of_their_cell) {
     t.ints["delay_ns"] = {c.delay_ns};
     BOOST_TEST(describe(race::row_config(t, 0, root)) == describe(c.cfg), c.key);
     CellVerdict const a = race::row_verdict(t, 0, root);
-    CellVerdict const b = verify_cell(c.cfg, "small_batch", false);
+    CellVerdict const b = verify_cell(c.cfg, finalize::variant("small_batch", "test"), false);
     BOOST_TEST((a.chain == b.chain), c.key);
     BOOST_TEST(a.races == b.races, c.key);
   }
@@ -312,10 +322,12 @@ BOOST_AUTO_TEST_CASE(race_rows_rebuild_the_configuration_of_their_cell) {
 BOOST_AUTO_TEST_CASE(planned_finalize_variant_follows_the_dispatch_rule) {
   LayerShape const s = parse_shape("top-8");
   ChainConfig c = preset_config(Preset::kSeedAfter);
-  BOOST_TEST(race::planned_finalize_variant(s, 4, c) == "small_batch");
-  BOOST_TEST(race::planned_finalize_variant(s, 128, c) == "vecload");
-  c.finalize = FinalizeChoice::kPrevious;
-  BOOST_TEST(race::planned_finalize_variant(s, 4, c) == "scalar");
+  BOOST_TEST(race::planned_finalize_variant(s, 4, c).name == "small_batch");
+  BOOST_TEST(race::planned_finalize_variant(s, 128, c).name == "vecload");
+  c.finalize = FinalizeChoice::dispatch_previous();
+  BOOST_TEST(race::planned_finalize_variant(s, 4, c).name == "scalar");
+  c.finalize = FinalizeChoice::of(finalize::variant("small_batch_nosplit", "test"));
+  BOOST_TEST(race::planned_finalize_variant(s, 128, c).name == "small_batch_nosplit");
 }
 
 BOOST_AUTO_TEST_CASE(race_cells_cover_every_gemm_placement_and_mark_the_benchmark) {

@@ -4,7 +4,8 @@
 #include "tests/gpu_main.hpp"
 
 #include "core/rng.hpp"
-#include "experiments/chain_run.hpp"
+#include "experiments/chain/reference_chain.hpp"
+#include "experiments/chain/run.hpp"
 #include "kernels/chain/chain.hpp"
 #include "reference/kokkos_env.hpp"
 
@@ -72,9 +73,11 @@ BOOST_AUTO_TEST_CASE(output_matches_the_kokkos_reference) {
       o.hidden_seed = 9;
       ChainRunner r(w, o);
       r.set_routings(seeds_for(s, T, 3));
-      r.run_batch(preset_config(Preset::kSeedAfter), true);
+      ChainConfig const cfg = preset_config(Preset::kSeedAfter);
+      r.run_batch(cfg, true);
       auto const bytes = r.download(Buffer::kOut);
-      auto const ref = chain_run::reference_output(w, T, r.routings().back(), r.hidden_states());
+      auto const ref =
+          chain_run::reference_output(r.plan(cfg), w, T, r.routings().back(), r.hidden_states());
       double const err = chain_run::max_rel_err(
           reinterpret_cast<std::uint16_t const*>(bytes.data()), ref.data(), ref.size());
       BOOST_TEST(err <= 1e-2, name << " T=" << T << ": max error " << err << " of the peak");

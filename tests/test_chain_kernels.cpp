@@ -2,7 +2,9 @@
 #include "tests/gpu_main.hpp"
 
 #include "core/bf16.hpp"
-#include "core/chain_config.hpp"
+#include "core/chain/presets.hpp"
+#include "core/chain/shape.hpp"
+#include "core/chain/verifier_chain.hpp"
 #include "core/routing.hpp"
 #include "kernels/activation/activation.hpp"
 #include "kernels/gemm/gemm.hpp"

@@ -5,14 +5,15 @@
 // shape checks and geometry of plan(), the knob and axis parsers, and the seed-format table
 // rendered from synthetic result files.
 
-#include "core/errors.hpp"
 #include "core/h5store.hpp"
-#include "experiments/finalize_grid.hpp"
-#include "experiments/finalize_inputs.hpp"
-#include "experiments/finalize_table.hpp"
-#include "kernels/common/pdl_knobs.hpp"
+#include "core/ops/errors.hpp"
+#include "core/ops/pdl_knobs.hpp"
+#include "experiments/finalize/cases.hpp"
+#include "experiments/finalize/grid.hpp"
+#include "experiments/results/finalize_tables.hpp"
 #include "kernels/finalize/finalize.hpp"
 #include "kernels/finalize/finalize_policy.hpp"
+#include "tests/sweep_file.hpp"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,8 +24,10 @@
 
 using namespace moefin;
 using finalize::Options;
-using finalize::Variant;
 using finalize::WeightType;
+using moefin::test::provenance;
+using moefin::test::RowSpec;
+using moefin::test::write_sweep;
 namespace fs = std::filesystem;
 
 namespace {
@@ -48,10 +51,14 @@ finalize::FinalizeParams shape(std::int64_t h, std::int64_t t, std::int64_t k,
   return p;
 }
 
-Variant pick(std::int64_t h, std::int64_t t, std::int64_t k, int budget) {
+std::string pick(std::int64_t h, std::int64_t t, std::int64_t k, int budget) {
   Options o;
   o.cta_budget = budget;
-  return finalize::select(shape(h, t, k), o);
+  return finalize::select(shape(h, t, k), o).name;
+}
+
+finalize::FinalizeVariant const* entry(char const* name) {
+  return &finalize::variant(name, "test");
 }
 
 template <class Fn> std::string input_error(Fn fn) {
@@ -89,56 +96,55 @@ BOOST_AUTO_TEST_CASE(dispatch_rule_matches_the_seed_at_its_boundaries) {
         std::int64_t const ctas = (h + 255) / 256;
         std::int64_t const last = (budget - 1) / ctas;
         BOOST_TEST_CONTEXT("H " << h << " last T " << last) {
-          BOOST_TEST((pick(h, last, 8, budget) == Variant::kSmallBatch));
-          BOOST_TEST((pick(h, last, 5, budget) == Variant::kSmallBatch));
-          BOOST_TEST((pick(h, last, 64, budget) == Variant::kSmallBatch));
-          BOOST_TEST((pick(h, last, 4, budget) == Variant::kScalar));
-          BOOST_TEST((pick(h, last, 1, budget) == Variant::kScalar));
-          BOOST_TEST((pick(h, last + 1, 8, budget) == Variant::kVecload));
-          BOOST_TEST((pick(h, last + 1, 4, budget) == Variant::kVecload));
-          BOOST_TEST((pick(h, 1, 65, budget) == Variant::kScalar)); // beyond the staged top-K
+          BOOST_TEST((pick(h, last, 8, budget) == "small_batch"));
+          BOOST_TEST((pick(h, last, 5, budget) == "small_batch"));
+          BOOST_TEST((pick(h, last, 64, budget) == "small_batch"));
+          BOOST_TEST((pick(h, last, 4, budget) == "scalar"));
+          BOOST_TEST((pick(h, last, 1, budget) == "scalar"));
+          BOOST_TEST((pick(h, last + 1, 8, budget) == "vecload"));
+          BOOST_TEST((pick(h, last + 1, 4, budget) == "vecload"));
+          BOOST_TEST((pick(h, 1, 65, budget) == "scalar")); // beyond the staged top-K
         }
       }
     }
   }
   // The two budgets disagree exactly between 1056 and 1184 CTAs: H=1024, T=264..295.
-  BOOST_TEST((pick(1024, 295, 8, 1184) == Variant::kSmallBatch));
-  BOOST_TEST((pick(1024, 264, 8, 1056) == Variant::kVecload));
-  BOOST_TEST((pick(1024, 263, 8, 1056) == Variant::kSmallBatch));
+  BOOST_TEST((pick(1024, 295, 8, 1184) == "small_batch"));
+  BOOST_TEST((pick(1024, 264, 8, 1056) == "vecload"));
+  BOOST_TEST((pick(1024, 263, 8, 1056) == "small_batch"));
   // min(8192, T): beyond 8192 tokens the scalar rule counts 8192 rows of CTAs.
-  BOOST_TEST((pick(128, 10000, 2, 1184) == Variant::kVecload));
-  BOOST_TEST((pick(128, 10000, 2, 8193) == Variant::kScalar));
+  BOOST_TEST((pick(128, 10000, 2, 1184) == "vecload"));
+  BOOST_TEST((pick(128, 10000, 2, 8193) == "scalar"));
 }
 
 BOOST_AUTO_TEST_CASE(dispatch_rule_honours_its_switches_and_alignment) {
   Options o;
   o.allow_small_batch = false; // the rule before the seed's change
-  BOOST_TEST((finalize::select(shape(1024, 8, 8), o) == Variant::kScalar));
-  BOOST_TEST((finalize::select(shape(1024, 296, 8), o) == Variant::kVecload));
+  BOOST_TEST((finalize::select(shape(1024, 8, 8), o).name == "scalar"));
+  BOOST_TEST((finalize::select(shape(1024, 296, 8), o).name == "vecload"));
   Options ds;
   ds.deepseek_fp8 = true;
-  BOOST_TEST((finalize::select(shape(1000, 8, 8), ds) == Variant::kDeepseekFp8));
+  BOOST_TEST((finalize::select(shape(1000, 8, 8), ds).name == "deepseek_fp8"));
   // Rows that 128-bit accesses cannot serve go to scalar at any size.
-  BOOST_TEST((finalize::select(shape(1002, 8, 8), Options{}) == Variant::kScalar));
-  BOOST_TEST((finalize::select(shape(1002, 5000, 8), Options{}) == Variant::kScalar));
-  BOOST_TEST((finalize::select(shape(1024, 8, 8, 1028), Options{}) == Variant::kScalar));
+  BOOST_TEST((finalize::select(shape(1002, 8, 8), Options{}).name == "scalar"));
+  BOOST_TEST((finalize::select(shape(1002, 5000, 8), Options{}).name == "scalar"));
+  BOOST_TEST((finalize::select(shape(1024, 8, 8, 1028), Options{}).name == "scalar"));
   auto p = shape(1024, 8, 8);
   p.gemm_out = static_cast<char const*>(kPtr) + 8;
-  BOOST_TEST((finalize::select(p, Options{}) == Variant::kScalar));
+  BOOST_TEST((finalize::select(p, Options{}).name == "scalar"));
   Options forced;
-  forced.variant = Variant::kVecload;
-  BOOST_TEST((finalize::select(shape(1024, 1, 8), forced) == Variant::kVecload));
+  forced.variant = entry("vecload");
+  BOOST_TEST((finalize::select(shape(1024, 1, 8), forced).name == "vecload"));
 }
 
 BOOST_AUTO_TEST_CASE(vector_variants_refuse_shapes_they_cannot_read) {
-  for (Variant v : {Variant::kVecload, Variant::kSmallBatch}) {
+  for (char const* v : {"vecload", "small_batch"}) {
     Options o;
-    o.variant = v;
-    BOOST_TEST_CONTEXT(finalize::variant_name(v)) {
+    o.variant = entry(v);
+    BOOST_TEST_CONTEXT(v) {
       auto const unaligned = input_error([&] { finalize::plan(shape(1002, 4, 8), o); });
       BOOST_TEST(contains(unaligned, "multiples of 8 (128-bit loads)"), unaligned);
-      BOOST_TEST(contains(unaligned, std::string("variant ") + finalize::variant_name(v)),
-                 unaligned);
+      BOOST_TEST(contains(unaligned, std::string("variant ") + v), unaligned);
       BOOST_TEST(contains(unaligned, "hidden=1002"), unaligned);
       auto const padded = input_error([&] { finalize::plan(shape(1024, 4, 8, 1030), o); });
       BOOST_TEST(contains(padded, "hidden_padded=1030"), padded);
@@ -150,12 +156,12 @@ BOOST_AUTO_TEST_CASE(vector_variants_refuse_shapes_they_cannot_read) {
     }
   }
   Options sb;
-  sb.variant = Variant::kSmallBatch;
+  sb.variant = entry("small_batch");
   BOOST_TEST(contains(input_error([&] { finalize::plan(shape(1024, 70000, 8), sb); }),
                       "at most 65535 tokens"));
   // Scalar serves all of them.
   Options sc;
-  sc.variant = Variant::kScalar;
+  sc.variant = entry("scalar");
   BOOST_TEST(finalize::plan(shape(1002, 4, 65), sc).ctas() == 4 * 4);
 }
 
@@ -178,7 +184,7 @@ BOOST_AUTO_TEST_CASE(plan_rejects_missing_pointers_and_bad_knobs) {
   BOOST_TEST(contains(input_error([&] { finalize::plan(shape(1024, 4, 8), bad_slice); }),
                       "slice_chunks 12"));
   Options ds;
-  ds.variant = Variant::kDeepseekFp8;
+  ds.variant = entry("deepseek_fp8");
   BOOST_TEST(contains(input_error([&] { finalize::plan(shape(1024, 4, 8), ds); }), "in_scales"));
   auto r = shape(1000, 3, 8);
   r.in_scales = kScales;
@@ -190,7 +196,7 @@ BOOST_AUTO_TEST_CASE(plan_rejects_missing_pointers_and_bad_knobs) {
 
 BOOST_AUTO_TEST_CASE(small_batch_geometry_keeps_four_loads_and_fills_the_gpu_at_one_token) {
   Options o;
-  o.variant = Variant::kSmallBatch;
+  o.variant = entry("small_batch");
   for (auto h : fin::grid_hidden())
     for (std::int64_t k : {1, 2, 4, 5, 6, 8, 10, 16, 22, 32, 33, 64}) {
       BOOST_TEST_CONTEXT("H " << h << " K " << k) {
@@ -205,15 +211,15 @@ BOOST_AUTO_TEST_CASE(small_batch_geometry_keeps_four_loads_and_fills_the_gpu_at_
       }
     }
   Options nosplit = o;
-  nosplit.split_topk = false;
+  nosplit.variant = entry("small_batch_nosplit");
   BOOST_TEST(finalize::plan(shape(1024, 1, 32), nosplit).block_y == 1);
   Options wide = o;
   wide.slice_chunks = 32;
   BOOST_TEST(finalize::plan(shape(7168, 1, 8), wide).grid_x == 28); // ceil(H/256), the rule's CTAs
   // Defaults: scalar and vecload never trigger; an explicit placement wins.
-  BOOST_TEST((finalize::plan(shape(1024, 1, 8), Options{}).variant == Variant::kSmallBatch));
+  BOOST_TEST(finalize::plan(shape(1024, 1, 8), Options{}).variant->name == "small_batch");
   Options sc;
-  sc.variant = Variant::kScalar;
+  sc.variant = entry("scalar");
   auto const s = finalize::plan(shape(7168, 9000, 8), sc);
   BOOST_TEST(s.grid_x == 28);
   BOOST_TEST(s.grid_y == 8192);
@@ -268,17 +274,22 @@ BOOST_AUTO_TEST_CASE(option_parsers_name_the_flag_and_the_allowed_values) {
                       }),
                       "--top-k: value 65 out of range [1, 64]"));
   BOOST_TEST(contains(input_error([] { fin::split_names("--modes", "a,,b"); }), "--modes"));
-  auto const v = input_error(
-      [] { fin::parse_variants("--variants", "scalar,fast", fin::sweep_variant_names()); });
-  BOOST_TEST(contains(v, "--variants: value 'fast'"), v);
-  auto const vs = fin::parse_variants("--variants", "small_batch_nosplit,scalar,scalar",
-                                      fin::sweep_variant_names());
+  auto const v = input_error([] { fin::parse_variants("--variants", "scalar,fast"); });
+  BOOST_TEST(contains(v, "--variants: 'fast' is not a finalize variant (scalar, small_batch"), v);
+  BOOST_TEST(contains(input_error([] { fin::parse_variants("--variants", "deepseek_fp8", true); }),
+                      "E4M3"));
+  auto const vs = fin::parse_variants("--variants", "small_batch_nosplit,scalar,scalar");
   BOOST_TEST(vs.size() == 2u); // duplicates collapse
-  BOOST_TEST(!vs[0].options.split_topk);
-  BOOST_TEST((vs[0].options.variant == Variant::kSmallBatch));
+  BOOST_TEST(vs[0].entry->name == "small_batch_nosplit");
+  BOOST_TEST((vs[0].options.variant == vs[0].entry));
+  auto const with = fin::with_baselines(fin::parse_variants("--variants", "small_batch,vecload"));
+  BOOST_TEST(with.size() == 3u); // scalar, the baseline of both, comes first
+  BOOST_TEST(with[0].name == "scalar");
+  BOOST_TEST(fin::baseline_index(with, 2) == 0);
+  BOOST_TEST(fin::baseline_index(with, 0) == 0);
   auto const late = fin::variant_options("small_batch_late_trigger");
-  BOOST_TEST((late.pdl.trigger == Trigger::kExit));
-  BOOST_TEST(!fin::variant_options("small_batch_meta_after_wait").metadata_before_wait);
+  BOOST_TEST((late.variant->default_trigger == Trigger::kExit));
+  BOOST_TEST(!fin::variant_options("small_batch_meta_after_wait").variant->meta_before_wait);
   auto const ep = fin::parse_routing_case("--routings", "zipf/ep4");
   BOOST_TEST((ep.distribution == Distribution::kZipf));
   BOOST_TEST(ep.ep == 4);
@@ -298,7 +309,7 @@ BOOST_AUTO_TEST_CASE(host_cases_poison_what_finalize_must_not_read) {
   std::int64_t nan_rows = 0;
   for (std::int64_t r = 0; r < c.num_rows(); ++r) {
     bool const routed = c.layout.permuted_to_token[static_cast<std::size_t>(r)] >= 0;
-    auto const* row = c.gemm_out.data() + r * 1008;
+    auto const* row = c.inputs.gemm_out.data() + r * 1008;
     bool const nan_row = std::all_of(row, row + 1008, [](auto b) { return (b & 0x7fff) > 0x7f80; });
     nan_rows += nan_row;
     BOOST_TEST((routed ? !nan_row : nan_row));
@@ -308,10 +319,10 @@ BOOST_AUTO_TEST_CASE(host_cases_poison_what_finalize_must_not_read) {
     }
   }
   BOOST_TEST(nan_rows == c.num_rows() - c.valid_rows);
-  BOOST_TEST(c.in_scales.size() == static_cast<std::size_t>(c.num_rows() * 8));
+  BOOST_TEST(c.inputs.in_scales.size() == static_cast<std::size_t>(c.num_rows() * 8));
   // The same seed builds the same case.
   auto const again = fin::make_case(c.shape, 1008, c.routing, 11, pool, true);
-  BOOST_TEST((again.gemm_out == c.gemm_out));
+  BOOST_TEST((again.inputs.gemm_out == c.inputs.gemm_out));
   BOOST_TEST((again.layout.expanded_to_permuted == c.layout.expanded_to_permuted));
 }
 
@@ -322,44 +333,6 @@ struct TempDir {
   TempDir() { fs::create_directories(path); }
   ~TempDir() { fs::remove_all(path); }
 };
-
-h5::Provenance provenance(std::string const& gpu, std::string const& arch) {
-  auto p = h5::collect_provenance(1);
-  p["gpu_name"] = gpu;
-  p["arch"] = arch;
-  return p;
-}
-
-struct RowSpec {
-  std::int64_t h, t, k;
-  std::string mode, variant, dispatch;
-  double median_us, speedup;
-};
-
-void write_sweep(std::string const& path, h5::Provenance const& prov,
-                 std::vector<RowSpec> const& rows, std::vector<RowSpec> const& repeat = {}) {
-  auto file = h5::ResultWriter::create(path, prov);
-  for (auto const* group : {"finalize_sweep", "finalize_repeat"}) {
-    auto const& list = std::string(group) == "finalize_sweep" ? rows : repeat;
-    if (list.empty())
-      continue;
-    auto table = file.table(group, fin::finalize_sweep_columns());
-    for (auto const& r : list) {
-      h5::Row row;
-      row.set("H", r.h).set("T", r.t).set("K", r.k).set("weights", "bf16").set("mode", r.mode);
-      row.set("l2", "hot").set("variant", r.variant).set("dispatch", r.dispatch);
-      row.set("dispatch_device", r.dispatch).set("in_regime", 1).set("median_us", r.median_us);
-      row.set("min_us", r.median_us).set("q1_us", r.median_us).set("q3_us", r.median_us);
-      row.set("max_us", r.median_us).set("rounds", 5).set("launches", 100);
-      row.set("speedup_vs_scalar", r.speedup).set("speedup_lo", r.speedup);
-      row.set("speedup_hi", r.speedup).set("bytes", std::int64_t(1000)).set("gbps", 1.0);
-      row.set("copy_fraction", 0.001).set("ctas", std::int64_t(16));
-      fin::Shape const s{r.h, r.t, r.k, WeightType::kBf16};
-      table.append(fin::shape_key(s) + ",mode=" + r.mode + ",l2=hot,variant=" + r.variant, row,
-                   {r.median_us, r.median_us, r.median_us});
-    }
-  }
-}
 
 } // namespace
 

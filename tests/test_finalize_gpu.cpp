@@ -5,8 +5,8 @@
 // off and under every trigger placement and injected delay, a deterministic combine, complete
 // stamps and snapshots, and launches that can be captured in a CUDA graph.
 
-#include "experiments/finalize_device.hpp"
-#include "experiments/finalize_verify.hpp"
+#include "experiments/finalize/device_case.hpp"
+#include "experiments/finalize/verify.hpp"
 #include "kernels/finalize/finalize.hpp"
 #include "reference/kokkos_env.hpp"
 #include "tests/finalize_case.hpp"
@@ -16,7 +16,6 @@
 
 using namespace moefin;
 using finalize::Options;
-using finalize::Variant;
 using finalize::WeightType;
 
 namespace {
@@ -34,7 +33,7 @@ fin::HostCase host_case(Case const& c) {
 }
 
 bool vectorized(Options const& o) {
-  return o.variant == Variant::kVecload || o.variant == Variant::kSmallBatch;
+  return o.variant->needs_128bit_rows;
 }
 
 /// Sums in ascending k with rounded products: bitwise equal to reference::finalize.
@@ -63,7 +62,7 @@ BOOST_AUTO_TEST_CASE(every_variant_matches_the_reference_on_edge_shapes) {
           continue;
         }
         fin::Verdict v;
-        if (o.variant == Variant::kDeepseekFp8) {
+        if (o.variant->fp8_output) {
           auto const out = fin::run_fp8(d, o, stream.get());
           v = fin::verify_fp8(out.q, out.scales, expected);
         } else {
@@ -84,7 +83,7 @@ BOOST_AUTO_TEST_CASE(auto_dispatch_falls_back_to_scalar_on_unaligned_rows) {
   Case const c{{1002, 300, 8, WeightType::kBf16}};
   auto const host = host_case(c);
   fin::DeviceCase d(host);
-  BOOST_TEST((finalize::select(d.params, Options{}) == Variant::kScalar));
+  BOOST_TEST(finalize::select(d.params, Options{}).name == "scalar");
   auto const v =
       fin::verify_bf16(fin::run_bf16(d, Options{}, stream.get()), fin::expected_of(host, false));
   BOOST_TEST(v.pass, v.detail);
@@ -102,7 +101,7 @@ BOOST_AUTO_TEST_CASE(bitwise_equal_with_and_without_pdl) {
         Options on = fin::variant_options(name);
         Options off = on;
         off.pdl.pdl = false;
-        if (on.variant == Variant::kDeepseekFp8) {
+        if (on.variant->fp8_output) {
           auto const a = fin::run_fp8(d, on, stream.get());
           auto const b = fin::run_fp8(d, off, stream.get());
           BOOST_TEST((a.q == b.q));
@@ -140,7 +139,7 @@ BOOST_AUTO_TEST_CASE(trigger_placements_and_delay_do_not_change_results_and_are_
   fin::DeviceCase d(host);
   for (auto const& name : fin::check_variant_names()) {
     Options const base = fin::variant_options(name);
-    bool const fp8 = base.variant == Variant::kDeepseekFp8;
+    bool const fp8 = base.variant->fp8_output;
     auto const want_bf16 =
         fp8 ? std::vector<std::uint16_t>{} : fin::run_bf16(d, base, stream.get());
     auto const want_fp8 = fp8 ? fin::run_fp8(d, base, stream.get()) : fin::Fp8Output{};
@@ -187,7 +186,7 @@ BOOST_AUTO_TEST_CASE(pre_wait_snapshot_holds_the_indices_the_kernel_used) {
       Options o = fin::variant_options(name);
       o.pre_wait_snapshot = snap.get<std::int32_t>();
       snap.fill(0x7f, stream.get());
-      if (o.variant == Variant::kDeepseekFp8)
+      if (o.variant->fp8_output)
         fin::run_fp8(d, o, stream.get());
       else
         fin::run_bf16(d, o, stream.get());

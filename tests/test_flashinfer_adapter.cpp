@@ -13,7 +13,7 @@
 #include <cstdio>
 
 #if MOEFIN_FLASHINFER_BUILT
-#include "core/errors.hpp"
+#include "core/ops/errors.hpp"
 #include "kernels/external/flashinfer/flashinfer_data.hpp"
 
 #include <cstdint>

@@ -1,8 +1,8 @@
 #define BOOST_TEST_MODULE h5store
 #include <boost/test/unit_test.hpp>
 
-#include "core/errors.hpp"
 #include "core/h5store.hpp"
+#include "core/ops/errors.hpp"
 
 #include <hdf5.h>
 

@@ -1,8 +1,8 @@
 #define BOOST_TEST_MODULE layout
 #include <boost/test/unit_test.hpp>
 
-#include "core/errors.hpp"
 #include "core/layout.hpp"
+#include "core/ops/errors.hpp"
 #include "core/routing.hpp"
 
 #include <string>

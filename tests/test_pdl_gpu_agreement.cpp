@@ -9,7 +9,7 @@
 
 #include "core/h5store.hpp"
 #include "core/pdl/verifier.hpp"
-#include "experiments/race_cells.hpp"
+#include "experiments/chain/race_cells.hpp"
 #include "kernels/common/pdl_probe.hpp"
 
 #include <algorithm>
@@ -143,8 +143,9 @@ BOOST_AUTO_TEST_CASE(a_graph_of_layers_orders_like_the_stream_for_every_cell) {
     if (c.delay_ns != 0)
       continue; // delays do not enter the chain
     for (char const* variant : {"small_batch", "scalar"}) {
-      chain::CellVerdict const s = chain::verify_cell(c.cfg, variant, false);
-      chain::CellVerdict const g = chain::verify_cell(c.cfg, variant, true);
+      auto const& v = finalize::variant(variant, "test");
+      chain::CellVerdict const s = chain::verify_cell(c.cfg, v, false);
+      chain::CellVerdict const g = chain::verify_cell(c.cfg, v, true);
       BOOST_TEST((s.chain == g.chain), c.key << " " << variant);
       BOOST_TEST((s.metadata == g.metadata), c.key << " " << variant);
       ++n;

@@ -230,10 +230,10 @@ BOOST_AUTO_TEST_CASE(shipped_seed_chains_match_the_generator) {
                         make_moe_chain(seed_before_spec(), "x")));
   BOOST_TEST(same_paths(load_chain(chains_dir() + "seed_after.json"),
                         make_moe_chain(seed_after_spec(), "x")));
-  for (Placement p :
-       {Placement::kEntry, Placement::kAfterWait, Placement::kAfterWrites, Placement::kExit}) {
+  for (moefin::Trigger p : {moefin::Trigger::kEntry, moefin::Trigger::kAfterWait,
+                            moefin::Trigger::kAfterWrites, moefin::Trigger::kExit}) {
     gemms.trigger[2] = gemms.trigger[4] = p;
-    std::string const f = chains_dir() + "review_claim_gemms_" + placement_name(p) + ".json";
+    std::string const f = chains_dir() + "review_claim_gemms_" + moefin::trigger_name(p) + ".json";
     BOOST_TEST(same_paths(load_chain(f), make_moe_chain(gemms, "x")), f);
   }
 }

@@ -2,9 +2,9 @@
 #include <boost/test/unit_test.hpp>
 
 #include "core/bf16.hpp"
-#include "core/errors.hpp"
 #include "core/finalize_inputs.hpp"
 #include "core/fp8.hpp"
+#include "core/ops/errors.hpp"
 #include "core/rng.hpp"
 #include "core/routing.hpp"
 #include "kokkos_fixture.hpp"

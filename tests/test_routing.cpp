@@ -2,7 +2,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "core/bf16.hpp"
-#include "core/errors.hpp"
+#include "core/ops/errors.hpp"
 #include "core/routing.hpp"
 #include "kokkos_fixture.hpp"
 #include "reference/routing.hpp"

@@ -3,7 +3,7 @@
 // named buffers, kernels in stream order with the paths their CTAs may execute, optional CUDA-graph
 // edges with their ports, and an iteration count. Shared by the verifier and the simulator.
 
-#include "core/errors.hpp"
+#include "core/ops/errors.hpp"
 
 #include <cstdint>
 #include <optional>

@@ -82,42 +82,18 @@ char const* moe_kernel_name(int k) {
   return k >= 0 && k < kMoeKernels ? kNames[k] : "?";
 }
 
-char const* placement_name(Placement p) {
-  switch (p) {
-  case Placement::kExit:
-    return "exit";
-  case Placement::kEntry:
-    return "entry";
-  case Placement::kAfterWait:
-    return "after_wait";
-  case Placement::kAfterWrites:
-    return "after_writes";
-  }
-  return "?";
-}
-
-bool parse_placement(std::string const& s, Placement* out) {
-  for (Placement p :
-       {Placement::kExit, Placement::kEntry, Placement::kAfterWait, Placement::kAfterWrites})
-    if (s == placement_name(p)) {
-      *out = p;
-      return true;
-    }
-  return false;
-}
-
 MoeChainSpec seed_before_spec() {
   MoeChainSpec s;
-  s.trigger = {Placement::kAfterWrites, Placement::kEntry, Placement::kExit,
-               Placement::kEntry,       Placement::kExit,  Placement::kExit};
+  s.trigger = {Trigger::kAfterWrites, Trigger::kEntry, Trigger::kExit,
+               Trigger::kEntry,       Trigger::kExit,  Trigger::kExit};
   s.finalize_meta_before_wait = false;
   return s;
 }
 
 MoeChainSpec seed_after_spec() {
   MoeChainSpec s;
-  s.trigger = {Placement::kAfterWait, Placement::kEntry, Placement::kExit,
-               Placement::kEntry,     Placement::kExit,  Placement::kEntry};
+  s.trigger = {Trigger::kAfterWait, Trigger::kEntry, Trigger::kExit,
+               Trigger::kEntry,     Trigger::kExit,  Trigger::kEntry};
   s.finalize_meta_before_wait = true;
   return s;
 }
@@ -139,21 +115,21 @@ Chain make_moe_chain(MoeChainSpec const& spec, std::string const& name) {
     kern.pdl = spec.pdl;
     kern.ctas = k == 0 ? 1 : spec.ctas;
     kern.note = t.note;
-    Placement const pl = spec.trigger[k];
+    Trigger const pl = spec.trigger[k];
     Path p;
-    if (pl == Placement::kEntry)
+    if (pl == Trigger::kEntry)
       p.push_back(control(OpKind::kTrigger));
     for (auto const& b : t.pre)
       p.push_back(access(c, OpKind::kRead, b));
     if (spec.omit_wait != k)
       p.push_back(control(OpKind::kWait));
-    if (pl == Placement::kAfterWait)
+    if (pl == Trigger::kAfterWait)
       p.push_back(control(OpKind::kTrigger));
     for (auto const& b : t.post)
       p.push_back(access(c, OpKind::kRead, b));
     for (auto const& b : t.writes)
       p.push_back(access(c, OpKind::kWrite, b));
-    if (pl == Placement::kAfterWrites)
+    if (pl == Trigger::kAfterWrites)
       p.push_back(control(OpKind::kTrigger));
     kern.paths.push_back(p);
     c.kernels.push_back(kern);
@@ -164,7 +140,7 @@ Chain make_moe_chain(MoeChainSpec const& spec, std::string const& name) {
 std::string spec_label(MoeChainSpec const& s) {
   std::string out;
   for (int k = 0; k < kMoeKernels; ++k)
-    out += std::string(k ? "," : "") + kShort[k] + "=" + placement_name(s.trigger[k]);
+    out += std::string(k ? "," : "") + kShort[k] + "=" + trigger_name(s.trigger[k]);
   out += std::string(",meta=") + (s.finalize_meta_before_wait ? "before" : "after");
   out += std::string(",omit=") + (s.omit_wait < 0 ? "none" : kShort[s.omit_wait]);
   if (!s.pdl)
@@ -175,13 +151,12 @@ std::string spec_label(MoeChainSpec const& s) {
 
 std::vector<MoeChainSpec> moe_corpus() {
   MoeChainSpec base = seed_after_spec();
-  base.trigger[2] = Placement::kEntry;
-  base.trigger[4] = Placement::kEntry;
+  base.trigger[2] = Trigger::kEntry;
+  base.trigger[4] = Trigger::kEntry;
   std::vector<MoeChainSpec> out;
   std::set<std::string> seen;
   for (int k = 0; k < kMoeKernels; ++k)
-    for (Placement p :
-         {Placement::kExit, Placement::kEntry, Placement::kAfterWait, Placement::kAfterWrites})
+    for (Trigger p : kPlacements)
       for (int omit = -1; omit < kMoeKernels; ++omit)
         for (bool meta : {true, false})
           for (int it : {1, 2}) {

@@ -2,8 +2,9 @@
 // The 6-kernel MoE layer chain (DESIGN.md section 2) as chain descriptions: routing -> permute ->
 // gemm1 -> activation -> gemm2 -> finalize, with every PDL knob a parameter. Used for the shipped
 // seed scenarios and the cross-check corpus (the chain the GPU race matrix runs is
-// chain::verifier_chain, core/chain_config.hpp).
+// chain::verifier_chain, core/chain/verifier_chain.hpp).
 
+#include "core/ops/pdl_knobs.hpp"
 #include "core/pdl/chain.hpp"
 
 #include <array>
@@ -17,22 +18,11 @@ inline constexpr int kMoeKernels = 6;
 /// routing, permute, gemm1, activation, gemm2, finalize.
 char const* moe_kernel_name(int k);
 
-/// Trigger placement; the names are those of moefin::Trigger (kernels/common/pdl_knobs.hpp).
-enum class Placement : std::int32_t {
-  kExit,        // no explicit trigger: implicit when each CTA exits
-  kEntry,       // first op, before the wait (and before pre-wait reads)
-  kAfterWait,   // right after the wait, before the post-wait reads and the writes
-  kAfterWrites, // after the last write
-};
-
-char const* placement_name(Placement p); // "exit", "entry", "after_wait", "after_writes"
-bool parse_placement(std::string const& s, Placement* out);
-
 struct MoeChainSpec {
-  std::array<Placement, kMoeKernels> trigger{};
-  bool finalize_meta_before_wait = true; // the small-batch kernel's pre-wait metadata reads
-  int omit_wait = -1;                    // a kernel whose wait is left out, or -1
-  bool pdl = true;                       // every launch with PDL (false: serialized)
+  std::array<Trigger, kMoeKernels> trigger{}; // placements (never Trigger::kDefault)
+  bool finalize_meta_before_wait = true;      // the small-batch kernel's pre-wait metadata reads
+  int omit_wait = -1;                         // a kernel whose wait is left out, or -1
+  bool pdl = true;                            // every launch with PDL (false: serialized)
   int iterations = 1;
   int ctas = 2; // CTAs of every kernel but routing (a single-CTA block kernel)
 };

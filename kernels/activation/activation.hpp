@@ -4,8 +4,8 @@
 //
 // PDL: Trigger::kDefault = at entry, then the wait (the seed's activation kernel).
 
-#include "kernels/activation/activation_params.hpp"
-#include "kernels/common/pdl_knobs.hpp"
+#include "core/ops/activation_params.hpp"
+#include "core/ops/pdl_knobs.hpp"
 
 #include <cstdint>
 

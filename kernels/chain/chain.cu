@@ -1,10 +1,12 @@
 // ChainRunner: device buffers of one (shape, T), the checked and the timing graphs, replays.
+// What a layer launches comes from its layer plan (chain_launches.cpp); this file executes it.
 
-#include "core/cli.hpp"
-#include "core/errors.hpp"
+#include "core/ops/errors.hpp"
+#include "core/ops/ranges.hpp"
 #include "core/rng.hpp"
 #include "kernels/activation/activation.hpp"
 #include "kernels/chain/chain_kernels.cuh"
+#include "kernels/chain/chain_launches.hpp"
 #include "kernels/gemm/gemm.hpp"
 #include "kernels/permute/permute.hpp"
 #include "kernels/routing/routing.hpp"
@@ -13,13 +15,6 @@
 #include <cstring>
 
 namespace moefin::chain {
-
-static_assert(kNumBuffers == kLayerBuffers, "chain::Buffer and layer_buffer_names() differ");
-
-char const* buffer_name(Buffer b) {
-  auto const i = static_cast<int>(b);
-  return i >= 0 && i < kNumBuffers ? layer_buffer_names()[static_cast<std::size_t>(i)] : "?";
-}
 
 int buffer_element_bytes(Buffer b) {
   switch (b) {
@@ -138,9 +133,10 @@ struct ChainRunner::Impl {
   bool stamping = false; // while capturing a graph that records stamps on its last layer
 
   LayerParams layer(int it) const;
-  finalize::Options finalize_options(ChainConfig const& cfg, bool pdl, int it) const;
-  PdlKnobs knobs(ChainConfig const& cfg, Kernel k, bool pdl, int it) const;
-  void enqueue_layer(ChainConfig const& cfg, bool pdl, int it, bool checked);
+  /// The finalize variant of `cfg` on this shape (the dispatch rule, or the forced one).
+  finalize::FinalizeVariant const& finalize_variant(ChainConfig const& cfg) const;
+  /// Executes the launches of layer `it` (layer_launches of the plan).
+  void enqueue_layer(std::vector<LaunchDescriptor> const& launches, int it);
   void enqueue_fill(bool stamps_only);
   // kChecked: fill, layers, checksums (stamps on the last layer when RunnerOptions::stamps);
   // kTiming: the layers alone; kTimingStamped: kTiming with the stamps poisoned first and
@@ -171,7 +167,7 @@ ChainRunner::ChainRunner(LayerWeights const& weights, RunnerOptions const& opt)
     : weights_(weights), opt_(opt), impl_(std::make_unique<Impl>()) {
   LayerShape const& s = weights.shape();
   validate(s, opt.tokens, opt.tile_m);
-  cli::check_range("iterations per graph", opt.iterations, 1, 4096);
+  ranges::check_range("iterations per graph", opt.iterations, 1, 4096);
   max_rows_ = max_padded_rows(s, opt.tokens, opt.tile_m);
   Impl& d = *impl_;
   d.w = &weights;
@@ -342,28 +338,11 @@ LayerParams ChainRunner::Impl::layer(int it) const {
   return l;
 }
 
-PdlKnobs ChainRunner::Impl::knobs(ChainConfig const& cfg, Kernel k, bool pdl, int it) const {
-  PdlKnobs n;
-  n.pdl = pdl && cfg.at(k).pdl;
-  n.trigger = cfg.at(k).trigger;
-  n.delay_ns = cfg.at(k).delay_ns;
-  n.ctas_per_sm = o.ctas_per_sm;
-  n.max_shared_carveout = o.max_shared_carveout;
-  if (stamping && it == o.iterations - 1)
-    n.stamps = stamps[static_cast<int>(k)];
-  return n;
-}
-
-finalize::Options ChainRunner::Impl::finalize_options(ChainConfig const& cfg, bool pdl,
-                                                      int it) const {
+finalize::FinalizeVariant const& ChainRunner::Impl::finalize_variant(ChainConfig const& cfg) const {
   finalize::Options f;
-  f.variant = finalize::Variant::kAuto;
-  f.allow_small_batch = cfg.finalize == FinalizeChoice::kNew;
-  f.metadata_before_wait = cfg.metadata_before_wait;
-  f.pdl = knobs(cfg, Kernel::kFinalize, pdl, it);
-  if (cfg.metadata_before_wait)
-    f.pre_wait_snapshot = snapshot + static_cast<std::int64_t>(it) * o.tokens * w->shape().top_k;
-  return f;
+  f.variant = cfg.finalize.forced;
+  f.allow_small_batch = !cfg.finalize.previous;
+  return finalize::select(layer(0).fin, f);
 }
 
 void ChainRunner::Impl::enqueue_fill(bool stamps_only) {
@@ -394,34 +373,57 @@ void ChainRunner::Impl::enqueue_fill(bool stamps_only) {
                 false, list);
 }
 
-void ChainRunner::Impl::enqueue_layer(ChainConfig const& cfg, bool pdl, int it, bool checked) {
+void ChainRunner::Impl::enqueue_layer(std::vector<LaunchDescriptor> const& launches, int it) {
   LayerParams const l = layer(it);
-  routing::run(l.routing, knobs(cfg, Kernel::kRouting, pdl, it),
-               routing::Workspace{workspace, workspace_bytes}, stream);
-  permute::run(l.permute, knobs(cfg, Kernel::kPermute, pdl, it), stream);
-  gemm::run(l.gemm1, knobs(cfg, Kernel::kGemm1, pdl, it), stream);
-  activation::run(l.act, knobs(cfg, Kernel::kActivation, pdl, it), stream);
-  gemm::run(l.gemm2, knobs(cfg, Kernel::kGemm2, pdl, it), stream);
-  finalize::run(l.fin, finalize_options(cfg, pdl, it), stream);
-  if (!checked)
-    return;
-  ChecksumParams c;
-  std::int64_t off = 0;
-  for (int b = 0; b < kNumBuffers; ++b) {
-    c.buf[b] = {static_cast<uint4 const*>(buf[b]), static_cast<std::int64_t>(buf_bytes[b] / 16)};
-    c.prefix[b] = off;
-    off += c.buf[b].chunks;
+  std::int32_t* const snap = snapshot + static_cast<std::int64_t>(it) * o.tokens * w->shape().top_k;
+  for (LaunchDescriptor const& d : launches) {
+    PdlKnobs knobs = d.knobs;
+    if (stamping && it == o.iterations - 1 && d.kernel != Kernel::kChecksum)
+      knobs.stamps = stamps[static_cast<int>(d.kernel)];
+    switch (d.kernel) {
+    case Kernel::kRouting:
+      routing::run(l.routing, knobs, routing::Workspace{workspace, workspace_bytes}, stream);
+      break;
+    case Kernel::kPermute:
+      permute::run(l.permute, knobs, stream);
+      break;
+    case Kernel::kGemm1:
+      gemm::run(l.gemm1, knobs, stream);
+      break;
+    case Kernel::kActivation:
+      activation::run(l.act, knobs, stream);
+      break;
+    case Kernel::kGemm2:
+      gemm::run(l.gemm2, knobs, stream);
+      break;
+    case Kernel::kFinalize: {
+      finalize::Options f = d.finalize;
+      f.pdl = knobs;
+      f.pre_wait_snapshot = d.snapshot ? snap : nullptr;
+      finalize::run(l.fin, f, stream);
+      break;
+    }
+    case Kernel::kChecksum: {
+      ChecksumParams c;
+      std::int64_t off = 0;
+      for (int b = 0; b < kNumBuffers; ++b) {
+        c.buf[b] = {static_cast<uint4 const*>(buf[b]),
+                    static_cast<std::int64_t>(buf_bytes[b] / 16)};
+        c.prefix[b] = off;
+        off += c.buf[b].chunks;
+      }
+      c.prefix[kNumBuffers] = off;
+      c.slots = slots + static_cast<std::size_t>(it) * kNumBuffers;
+      c.snapshot = d.snapshot ? snap : nullptr;
+      c.expanded_to_permuted = l.routing.expanded_to_permuted;
+      c.expanded = o.tokens * w->shape().top_k;
+      c.stale = stale + it;
+      c.recorded = recorded + it;
+      launch_kernel(checksum_kernel, dim3(528), dim3(256), 0, stream, knobs.pdl, c);
+      break;
+    }
+    }
   }
-  c.prefix[kNumBuffers] = off;
-  c.slots = slots + static_cast<std::size_t>(it) * kNumBuffers;
-  c.snapshot = cfg.metadata_before_wait
-                   ? snapshot + static_cast<std::int64_t>(it) * o.tokens * w->shape().top_k
-                   : nullptr;
-  c.expanded_to_permuted = l.routing.expanded_to_permuted;
-  c.expanded = o.tokens * w->shape().top_k;
-  c.stale = stale + it;
-  c.recorded = recorded + it;
-  launch_kernel(checksum_kernel, dim3(528), dim3(256), 0, stream, pdl, c);
 }
 
 cudaGraphExec_t ChainRunner::Impl::graph(ChainConfig const& cfg, bool pdl, GraphKind kind) {
@@ -444,13 +446,16 @@ cudaGraphExec_t ChainRunner::Impl::graph(ChainConfig const& cfg, bool pdl, Graph
   activation::validate(l0.act);
   cudaGraph_t g = nullptr;
   bool const checked = kind == GraphKind::kChecked;
+  std::vector<LaunchDescriptor> const launches =
+      layer_launches(make_layer_plan(cfg, finalize_variant(cfg)),
+                     RunFlags{pdl, o.ctas_per_sm, o.max_shared_carveout, checked});
   MOEFIN_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
   stamping = kind == GraphKind::kTimingStamped || (checked && o.stamps);
   try {
     if (stamping || checked)
       enqueue_fill(!checked);
     for (int it = 0; it < o.iterations; ++it)
-      enqueue_layer(cfg, pdl, it, checked);
+      enqueue_layer(launches, it);
   } catch (...) {
     stamping = false;
     cudaStreamEndCapture(stream, &g);
@@ -473,10 +478,12 @@ BatchResult ChainRunner::run_batch(ChainConfig const& cfg, bool pdl) {
   if (opt_.stream_launch) {
     LayerParams const l0 = d.layer(0);
     routing::validate(l0.routing);
+    std::vector<LaunchDescriptor> const launches =
+        layer_launches(plan(cfg), RunFlags{pdl, opt_.ctas_per_sm, opt_.max_shared_carveout, true});
     d.stamping = opt_.stamps;
     d.enqueue_fill(false);
     for (int it = 0; it < opt_.iterations; ++it)
-      d.enqueue_layer(cfg, pdl, it, true);
+      d.enqueue_layer(launches, it);
     d.stamping = false;
   } else {
     cudaGraphExec_t const exec = d.graph(cfg, pdl, Impl::GraphKind::kChecked);
@@ -560,8 +567,12 @@ Timeline ChainRunner::timeline() const {
   return t;
 }
 
-finalize::Variant ChainRunner::finalize_variant(ChainConfig const& cfg) const {
-  return finalize::select(impl_->layer(0).fin, impl_->finalize_options(cfg, true, 0));
+finalize::FinalizeVariant const& ChainRunner::finalize_variant(ChainConfig const& cfg) const {
+  return impl_->finalize_variant(cfg);
+}
+
+LayerPlan ChainRunner::plan(ChainConfig const& cfg) const {
+  return make_layer_plan(cfg, finalize_variant(cfg));
 }
 
 } // namespace moefin::chain

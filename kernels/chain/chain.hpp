@@ -1,6 +1,8 @@
 #pragma once
 // The MoE layer chain on the GPU: routing -> permute -> GEMM1 -> activation -> GEMM2 ->
-// finalize, with the PDL knobs of core/chain_config.hpp. Host-visible header: no CUDA includes.
+// finalize, with the PDL knobs of a ChainConfig (core/ops/chain_knobs.hpp), launched as its layer
+// plan says (core/ops/layer_plan.hpp, through chain_launches.hpp). Host-visible header: no CUDA
+// includes.
 //
 // A ChainRunner owns the device buffers of one (shape, T) and runs `iterations` layers inside
 // ONE CUDA graph replay, each layer on its own routing (the router scores of every iteration sit
@@ -9,7 +11,10 @@
 // buffer of the layer into that iteration's slots and counts the pre-wait indices of finalize
 // that differ from what routing wrote. Nothing syncs with the host inside a batch.
 
-#include "core/chain_config.hpp"
+#include "core/chain/presets.hpp"
+#include "core/chain/shape.hpp"
+#include "core/ops/chain_knobs.hpp"
+#include "core/ops/layer_plan.hpp"
 #include "kernels/finalize/finalize.hpp"
 
 #include <cstdint>
@@ -20,25 +25,9 @@
 
 namespace moefin::chain {
 
-/// The buffers hashed per iteration, in chain order (the first differing one names a mismatch).
-enum class Buffer : std::int32_t {
-  kExpertIds = 0,
-  kExpertWeights,
-  kExpandedToPermuted,
-  kPermutedToToken,
-  kPermutedToExpanded,
-  kExpertCounts,
-  kExpertOffsets,
-  kCtaToExpert,
-  kTotalPaddedRows,
-  kPermuted,
-  kGemm1Out,
-  kActOut,
-  kGemm2Out,
-  kOut,
-};
-inline constexpr int kNumBuffers = 14;
-char const* buffer_name(Buffer b); // "expert_ids", ..., "out"
+// The buffers hashed per iteration are the first kNumBuffers of chain::Buffer
+// (core/ops/layer_plan.hpp), in chain order: the first differing one names a mismatch.
+
 /// Bytes of one element of buffer b as stored (4 for int32, 2 for bf16).
 int buffer_element_bytes(Buffer b);
 
@@ -127,8 +116,10 @@ public:
   /// RunnerOptions::stamps).
   Timeline stamp_layers(ChainConfig const& cfg, bool pdl);
 
-  /// The finalize variant the chain launches under `cfg`.
-  finalize::Variant finalize_variant(ChainConfig const& cfg) const;
+  /// The finalize variant the chain launches under `cfg` (the dispatch rule on this shape, or
+  /// the forced variant), and the layer plan of `cfg` with it.
+  finalize::FinalizeVariant const& finalize_variant(ChainConfig const& cfg) const;
+  LayerPlan plan(ChainConfig const& cfg) const;
 
 private:
   struct Impl;

@@ -2,7 +2,7 @@
 #include "kernels/common/cuda_check.hpp"
 #include "kernels/common/pdl.cuh"
 
-#include "core/errors.hpp"
+#include "core/ops/errors.hpp"
 
 #include <algorithm>
 #include <cstdint>

@@ -1,7 +1,7 @@
 #pragma once
 // Checking every CUDA runtime call: a failure becomes a DeviceError naming the call and place.
 
-#include "core/errors.hpp"
+#include "core/ops/errors.hpp"
 
 #include <cuda_runtime_api.h>
 

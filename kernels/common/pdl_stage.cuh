@@ -7,8 +7,8 @@
 // and every thread of every CTA passes all three, CTAs without work included: a CTA that exited
 // before its wait would trigger its dependents (implicitly) before its primary completed.
 
+#include "core/ops/pdl_knobs.hpp"
 #include "kernels/common/pdl.cuh"
-#include "kernels/common/pdl_knobs.hpp"
 
 #include <cstdint>
 
@@ -23,8 +23,7 @@ struct PdlDevice {
 
 inline PdlDevice pdl_device(PdlKnobs const& k, Trigger resolved_default) {
   PdlDevice d;
-  d.trigger =
-      static_cast<std::int32_t>(k.trigger == Trigger::kDefault ? resolved_default : k.trigger);
+  d.trigger = static_cast<std::int32_t>(resolve(k.trigger, resolved_default));
   d.delay_ns = k.delay_ns;
   d.stamps = k.stamps;
   return d;

@@ -7,7 +7,7 @@
 // The callable receives a std::integral_constant; every branch is instantiated, so keep the
 // value sets small.
 
-#include "core/errors.hpp"
+#include "core/ops/errors.hpp"
 
 #include <string>
 #include <type_traits>

@@ -8,9 +8,10 @@
 // reference::finalize; the split sums each group's ascending partial and then the groups in
 // ascending order, the same order on every run.
 
+#include "core/ops/finalize_params.hpp"
+#include "core/ops/finalize_variants.hpp"
+#include "core/ops/pdl_knobs.hpp"
 #include "kernels/common/pdl.cuh"
-#include "kernels/common/pdl_knobs.hpp"
-#include "kernels/finalize/finalize_params.hpp"
 #include "kernels/finalize/finalize_policy.hpp"
 
 #include <cuda_bf16.h>
@@ -28,6 +29,17 @@ struct Knobs {
   std::int64_t* stamps = nullptr;   // [CTAs][4]: start, wait returned, trigger, end; or null
   std::int32_t* snapshot = nullptr; // [T*K] permuted indices the kernel used, or null
 };
+
+/// The knobs of a launch planned by plan() (launch functions of registry entries).
+inline Knobs knobs_of(LaunchPlan const& lp, Options const& o) {
+  Knobs k;
+  k.trigger = static_cast<std::int32_t>(lp.trigger);
+  k.meta_before_wait = lp.meta_before_wait ? 1 : 0;
+  k.delay_ns = o.pdl.delay_ns;
+  k.stamps = o.pdl.stamps;
+  k.snapshot = o.pre_wait_snapshot;
+  return k;
+}
 
 // ---------------------------------------------------------------------------------------------
 // Helpers

@@ -10,8 +10,8 @@
 // are not read. PDL: every read of routing output and of the activations follows the wait;
 // Trigger::kDefault = implicit at exit.
 
-#include "kernels/common/pdl_knobs.hpp"
-#include "kernels/gemm/gemm_params.hpp"
+#include "core/ops/gemm_params.hpp"
+#include "core/ops/pdl_knobs.hpp"
 
 #include <cstddef>
 #include <cstdint>

@@ -1,20 +1,20 @@
 // gemm::run: validation, tile_m as a template parameter, and launch.
 
-#include "core/cli.hpp"
+#include "core/ops/ranges.hpp"
 #include "kernels/gemm/gemm_kernels.cuh"
 
 namespace moefin::gemm {
 
 void validate(GroupedGemmParams const& p) {
-  cli::check_multiple("gemm n", p.n, Policy::kTileN);
-  cli::check_multiple("gemm k", p.k, Policy::kStepK);
+  ranges::check_multiple("gemm n", p.n, Policy::kTileN);
+  ranges::check_multiple("gemm k", p.k, Policy::kStepK);
   if (p.tile_m != 16 && p.tile_m != 32 && p.tile_m != 64 && p.tile_m != 128)
     throw InputError("gemm tile_m: value " + std::to_string(p.tile_m) +
                      " not one of {16, 32, 64, 128}");
-  cli::check_multiple("gemm max_rows (a multiple of tile_m)", p.max_rows, p.tile_m);
-  cli::check_range<std::int64_t>("gemm ldc", p.ldc, p.n, 1 << 20);
-  cli::check_multiple("gemm ldc", p.ldc, 2);
-  cli::check_range<std::int64_t>("gemm num_local_experts", p.num_local_experts, 1, 1 << 16);
+  ranges::check_multiple("gemm max_rows (a multiple of tile_m)", p.max_rows, p.tile_m);
+  ranges::check_range<std::int64_t>("gemm ldc", p.ldc, p.n, 1 << 20);
+  ranges::check_multiple("gemm ldc", p.ldc, 2);
+  ranges::check_range<std::int64_t>("gemm num_local_experts", p.num_local_experts, 1, 1 << 16);
   if (!p.a || !p.b || !p.c || !p.cta_to_expert || !p.total_padded_rows)
     throw InputError("gemm: a buffer pointer is null");
 }
@@ -29,7 +29,7 @@ std::int64_t num_ctas(GroupedGemmParams const& p, int ctas_per_sm) {
 void run(GroupedGemmParams const& p, PdlKnobs const& knobs, Stream stream) {
   validate(p);
   dim3 const grid(static_cast<unsigned>(num_ctas(p, knobs.ctas_per_sm)));
-  PdlDevice const k = pdl_device(knobs, Trigger::kExit);
+  PdlDevice const k = pdl_device(knobs, kDefaultTrigger);
   std::size_t const smem = Policy::smem_bytes(p.tile_m);
   auto launch = [&](auto kernel) {
     set_shared_memory(kernel, knobs.max_shared_carveout, smem);

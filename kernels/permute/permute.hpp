@@ -5,8 +5,8 @@
 // PDL: Trigger::kDefault = at entry, then the wait (the seed's permute kernel); every read of
 // routing output (permuted_to_token, total_padded_rows) follows the wait.
 
-#include "kernels/common/pdl_knobs.hpp"
-#include "kernels/permute/permute_params.hpp"
+#include "core/ops/pdl_knobs.hpp"
+#include "core/ops/permute_params.hpp"
 
 #include <cstdint>
 

@@ -6,8 +6,8 @@
 // and write follows the wait. Trigger::kDefault = after the wait, before the writes (the seed's
 // code); the seed's previous placement is kAfterWrites.
 
-#include "kernels/common/pdl_knobs.hpp"
-#include "kernels/routing/routing_params.hpp"
+#include "core/ops/pdl_knobs.hpp"
+#include "core/ops/routing_params.hpp"
 
 #include <cstddef>
 #include <cstdint>

@@ -1,6 +1,6 @@
 // routing::run: validation, path selection and launch.
 
-#include "core/cli.hpp"
+#include "core/ops/ranges.hpp"
 #include "kernels/routing/routing_kernels.cuh"
 
 namespace moefin::routing {
@@ -15,8 +15,6 @@ std::size_t block_smem(RoutingParams const& p, int threads, bool with_masks) {
          static_cast<std::size_t>(threads) * 4 + static_cast<std::size_t>(threads / 32) * E * 4;
 }
 
-Trigger const kRoutingDefault = Trigger::kAfterWait;
-
 } // namespace
 
 std::size_t workspace_bytes(RoutingParams const& p) {
@@ -24,19 +22,19 @@ std::size_t workspace_bytes(RoutingParams const& p) {
 }
 
 void validate(RoutingParams const& p) {
-  cli::check_range<std::int64_t>("routing num_tokens", p.num_tokens, 1, Policy::kMaxTokens);
-  cli::check_range<std::int64_t>("routing num_experts", p.num_experts, 1, Policy::kMaxExperts);
-  cli::check_range<std::int64_t>("routing top_k", p.top_k, 1,
-                                 std::min<std::int64_t>(Policy::kMaxTopK, p.num_experts));
-  cli::check_range<std::int64_t>("routing local_expert_begin", p.local_expert_begin, 0,
-                                 p.num_experts - 1);
-  cli::check_range<std::int64_t>("routing num_local_experts", p.num_local_experts, 1,
-                                 p.num_experts - p.local_expert_begin);
-  cli::check_range<std::int64_t>("routing tile", p.tile, 1, 1024);
+  ranges::check_range<std::int64_t>("routing num_tokens", p.num_tokens, 1, Policy::kMaxTokens);
+  ranges::check_range<std::int64_t>("routing num_experts", p.num_experts, 1, Policy::kMaxExperts);
+  ranges::check_range<std::int64_t>("routing top_k", p.top_k, 1,
+                                    std::min<std::int64_t>(Policy::kMaxTopK, p.num_experts));
+  ranges::check_range<std::int64_t>("routing local_expert_begin", p.local_expert_begin, 0,
+                                    p.num_experts - 1);
+  ranges::check_range<std::int64_t>("routing num_local_experts", p.num_local_experts, 1,
+                                    p.num_experts - p.local_expert_begin);
+  ranges::check_range<std::int64_t>("routing tile", p.tile, 1, 1024);
   std::int64_t const routed = p.num_tokens * p.top_k;
   std::int64_t const need = routed + std::min(routed, p.num_local_experts) * (p.tile - 1);
-  cli::check_range<std::int64_t>("routing max_padded_rows", p.max_padded_rows, need, 1 << 30);
-  cli::check_multiple("routing max_padded_rows (a multiple of tile)", p.max_padded_rows, p.tile);
+  ranges::check_range<std::int64_t>("routing max_padded_rows", p.max_padded_rows, need, 1 << 30);
+  ranges::check_multiple("routing max_padded_rows (a multiple of tile)", p.max_padded_rows, p.tile);
   if (!p.scores || !p.expert_ids || !p.expert_weights || !p.expanded_to_permuted ||
       !p.permuted_to_token || !p.permuted_to_expanded || !p.expert_counts || !p.expert_offsets ||
       !p.cta_to_expert || !p.total_padded_rows)
@@ -62,7 +60,7 @@ void run(RoutingParams const& p, PdlKnobs const& knobs, Stream stream) {
 
 void run(RoutingParams const& p, PdlKnobs const& knobs, Workspace const& ws, Stream stream) {
   validate(p);
-  PdlDevice const k = pdl_device(knobs, kRoutingDefault);
+  PdlDevice const k = pdl_device(knobs, kDefaultTrigger);
   if (!uses_multi_cta(p, ws)) {
     std::size_t const smem = block_smem(p, Policy::kBlockThreads, true);
     set_shared_memory(routing_block_kernel, knobs.max_shared_carveout, smem);

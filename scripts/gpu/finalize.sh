@@ -112,7 +112,7 @@ m=$(minutes_left 45)
 if enough "$m"; then
   args=(--max-minutes "$m")
   [[ -f $peers ]] && args+=(--resume "$peers") || args+=(--out "$peers")
-  run_logged python3 experiments/peers_torch.py "${args[@]}"
+  run_logged python3 experiments/finalize/peers_torch.py "${args[@]}"
   say "peers: $(grep -h -E '^(wrote|incomplete)' "$log" | tail -1)"
 fi
 

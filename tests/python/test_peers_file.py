@@ -1,5 +1,5 @@
-"""The PyTorch peers script's result files (experiments/peers_torch.py) follow the moefin schema:
-moefin reads them and shows the peers as extra columns. Needs no torch and no GPU."""
+"""The PyTorch peers script's result files (experiments/finalize/peers_torch.py) follow the moefin
+schema: moefin reads them and shows the peers as extra columns. Needs no torch and no GPU."""
 import importlib.util
 import math
 
@@ -8,7 +8,8 @@ import pytest
 
 from conftest import ROOT, run
 
-_spec = importlib.util.spec_from_file_location("peers_torch", ROOT / "experiments" / "peers_torch.py")
+_spec = importlib.util.spec_from_file_location(
+    "peers_torch", ROOT / "experiments" / "finalize" / "peers_torch.py")
 peers = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(peers)
 

@@ -25,10 +25,10 @@
 //   where moefin's GEMM1 writes it in the first; rows reached through expanded_to_permuted only
 //   (padding rows unwritten).
 
-#include "kernels/activation/activation_params.hpp"
+#include "core/ops/activation_params.hpp"
 #include "kernels/finalize/finalize.hpp"
-#include "kernels/permute/permute_params.hpp"
-#include "kernels/routing/routing_params.hpp"
+#include "core/ops/permute_params.hpp"
+#include "core/ops/routing_params.hpp"
 
 #include <cstdint>
 

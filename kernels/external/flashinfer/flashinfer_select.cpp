@@ -7,7 +7,7 @@
 #include "kernels/external/flashinfer/flashinfer.hpp"
 #include "kernels/external/flashinfer/flashinfer_chain.hpp"
 
-#include "core/errors.hpp"
+#include "core/ops/errors.hpp"
 
 #include <algorithm>
 #include <climits>

@@ -4,7 +4,7 @@
 #include "kernels/external/flashinfer/flashinfer.hpp"
 #include "kernels/external/flashinfer/flashinfer_chain.hpp"
 
-#include "core/errors.hpp"
+#include "core/ops/errors.hpp"
 
 namespace moefin::external::flashinfer {
 

@@ -1,0 +1,257 @@
+// moefin race: the race matrix. Every cell runs the same randomized routings with PDL on and
+// compares every buffer of every iteration with PDL off (bitwise, on the GPU), and counts the
+// iterations whose finalize read routing metadata before its wait that routing had not written
+// yet (stale reads). Each row also holds the verdict of the happens-before verifier on the chain
+// the cell ran (chain::verify_cell): a race observed in a chain it orders is a bug of one of them.
+
+#include "core/ops/errors.hpp"
+#include "core/pdl/chain.hpp"
+#include "core/rng.hpp"
+#include "experiments/chain/race_cells.hpp"
+#include "experiments/chain/run.hpp"
+#include "experiments/commands.hpp"
+#include "experiments/harness/progress.hpp"
+#include "experiments/results/chain_tables.hpp"
+
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+
+namespace moefin::cmd {
+
+namespace {
+
+/// Summary lines under the matrix: the benchmark cells, the presets that must not race, and the
+/// verifier against what was seen. Returns the cells with a race seen in a chain it orders.
+std::size_t print_summary(h5::Table const& t, h5::Provenance const& root, std::ostream& os) {
+  std::int64_t bench_mis = 0, bench_it = 0;
+  std::map<std::string, std::pair<std::int64_t, std::int64_t>> preset_own; // mismatch, stale
+  std::map<std::string, std::int64_t> preset_iters;
+  for (std::size_t i = 0; i < t.rows; ++i)
+    if (race::is_benchmark(race::row_config(t, i, root))) {
+      bench_mis += t.ints.at("mismatches")[i];
+      bench_it += t.ints.at("iterations")[i];
+    }
+  os << "benchmark cells (permute, gemm1, act, gemm2 trigger at entry; metadata before the wait; "
+        ">= 20 us delay in routing between its trigger and its writes): "
+     << bench_mis << "/" << bench_it << " iterations mismatch";
+  if (bench_it)
+    os << " (" << std::fixed << std::setprecision(1) << 100.0 * bench_mis / bench_it
+       << "%, target >= 90%)";
+  os << "\n";
+  for (std::size_t i = 0; i < t.rows; ++i) {
+    std::string const p = t.strings.at("preset")[i];
+    preset_own[p].first += t.ints.at("mismatches")[i] > 0;
+    preset_own[p].second += t.ints.at("stale_iterations")[i] > 0;
+    preset_iters[p] += 1;
+  }
+  for (auto const& [p, v] : preset_own)
+    os << "  " << p << ": " << v.first << " of " << preset_iters[p] << " cells with mismatches, "
+       << v.second << " with stale reads\n";
+  std::size_t race = 0, observed = 0, contradicted = 0;
+  for (std::size_t i = 0; i < t.rows; ++i) {
+    bool const v = t.strings.at("verifier")[i] == "race";
+    bool const seen = t.ints.at("mismatches")[i] > 0 || t.ints.at("stale_iterations")[i] > 0;
+    race += v;
+    observed += seen;
+    contradicted += seen && !v;
+  }
+  os << "verifier: " << race << " of " << t.rows << " cells race; " << observed
+     << " cells showed a race on the GPU, " << contradicted
+     << (contradicted ? " of them in chains the verifier orders (a bug: see ! above)\n"
+                      : " of them in chains the verifier orders\n");
+  return contradicted;
+}
+
+} // namespace
+
+int race(cli::Args const& args) {
+  namespace po = cli::po;
+  po::options_description desc("race options");
+  desc.add_options()("shape", po::value<std::string>()->default_value("top-8"),
+                     "layer shape: top-8, top-22, top-16 or H<h>/I<i>/E<e>/top-<k>[/relu2]")(
+      "tokens", po::value<std::int64_t>()->default_value(4), "tokens, 1..128")(
+      "presets", po::value<std::string>()->default_value("seed-before,seed-after,all-early,safe"),
+      "PDL presets")("triggers", po::value<std::string>()->default_value("sweep"),
+                     "sweep: each kernel's placements one at a time plus all-entry and "
+                     "all-after-wait; full: every combination of the four kernels")(
+      "meta", po::value<std::string>()->default_value("before,after"),
+      "finalize metadata placements")(
+      "delays", po::value<std::string>()->default_value("0,3000,25000"),
+      "injected delays (ns)")("delay-kernels", po::value<std::string>()->default_value("routing"),
+                              "kernels that receive the delay (comma-separated)")(
+      "finalize", po::value<std::string>()->default_value("new"),
+      "finalize: new or previous (the dispatch rule with or without small_batch), or a finalize "
+      "variant launched whatever the shape")("set", po::value<std::string>()->default_value(""),
+                                             "overrides applied to every cell")(
+      "iterations", po::value<int>()->default_value(200),
+      "routings per cell (one CUDA graph replay), 2..4096")(
+      "tile-m", po::value<std::int64_t>()->default_value(16), "GEMM row tile")(
+      "launch", po::value<std::string>()->default_value("graph"),
+      "graph: each cell's iterations in one CUDA graph replay; stream: plain stream launches")(
+      "stamps", "record the timelines of the benchmark cells and of each preset's own cell")(
+      "describe", "print each cell's chain (the JSON `moefin verify` reads) with the verifier's "
+                  "verdict, and exit; no GPU needed")(
+      "print", po::value<std::string>(), "print the /race_matrix table of FILE and exit");
+  chain_run::add_residency_options(desc, chain_run::Residency{});
+  cli::add_output_options(desc, "race.h5");
+  po::variables_map vm;
+  if (!cli::parse("race",
+                  "[--shape S] [--tokens T] [--presets P] [--triggers sweep|full] [--meta M] "
+                  "[--delays D] [--iterations N] [--describe] [--print FILE] [--out FILE]",
+                  desc, args, vm))
+    return kExitOk;
+  if (vm.count("print")) {
+    h5::ResultReader reader(vm["print"].as<std::string>());
+    auto t = reader.read_table("race_matrix");
+    std::size_t const computed = race::fill_verdicts(t, reader.provenance());
+    chain_tables::print_race_matrix(t, std::cout);
+    print_summary(t, reader.provenance(), std::cout);
+    if (computed)
+      std::cout << "(" << computed << " verdicts computed from the rows: the file was written "
+                << "before moefin race recorded them)\n";
+    return kExitOk;
+  }
+  race::Axes axes;
+  axes.presets = chain::parse_presets(vm["presets"].as<std::string>(), "--presets");
+  std::string const trig = vm["triggers"].as<std::string>();
+  cli::check_choice("--triggers", trig, {"sweep", "full"});
+  axes.full = trig == "full";
+  axes.metas = chain::split_list(vm["meta"].as<std::string>(), "--meta");
+  for (auto const& m : axes.metas)
+    cli::check_choice("--meta", m, {"before", "after"});
+  axes.delays = cli::parse_int_list("--delays", vm["delays"].as<std::string>(), 0, 1000000000);
+  axes.delay_kernels.clear();
+  for (auto const& k :
+       chain::split_list(vm["delay-kernels"].as<std::string>(), "--delay-kernels")) {
+    chain::Kernel kk;
+    if (!chain::parse_kernel(k, &kk))
+      throw InputError("--delay-kernels: value '" + k +
+                       "' not one of {routing, permute, gemm1, act, gemm2, finalize}");
+    axes.delay_kernels.push_back(kk);
+  }
+  chain::ChainConfig choice;
+  chain::apply_overrides(choice, "finalize.variant=" + vm["finalize"].as<std::string>(),
+                         "--finalize");
+  axes.finalize = choice.finalize;
+  axes.overrides = vm["set"].as<std::string>();
+  chain::LayerShape const shape = chain::parse_shape(vm["shape"].as<std::string>(), "--shape");
+  std::int64_t const T = vm["tokens"].as<std::int64_t>();
+  std::int64_t const tile_m = vm["tile-m"].as<std::int64_t>();
+  chain::validate(shape, T, tile_m);
+  int const iterations = vm["iterations"].as<int>();
+  cli::check_range("--iterations", iterations, 2, 4096);
+  auto const cells = race::cells(axes);
+  std::string const launch = vm["launch"].as<std::string>();
+  cli::check_choice("--launch", launch, {"graph", "stream"});
+  if (vm.count("describe")) {
+    for (auto const& c : cells) {
+      finalize::FinalizeVariant const& variant = race::planned_finalize_variant(shape, T, c.cfg);
+      chain::CellVerdict const v = chain::verify_cell(c.cfg, variant, launch == "graph");
+      std::cout << "# " << shape.name << ",T=" << T << "," << c.key
+                << (c.benchmark ? " (benchmark)" : "") << ": finalize " << variant.name
+                << ", verifier " << pdl::verdict_name(v.chain) << " (" << v.races << " of "
+                << v.pairs << " pairs race)\n"
+                << chain::chain_json(c.cfg, variant, launch == "graph");
+    }
+    return kExitOk;
+  }
+#ifdef MOEFIN_HAVE_CUDA
+  chain_run::require_device("race");
+  auto file = h5::ResultWriter::open(vm["out"].as<std::string>(), vm["resume"].as<std::string>(),
+                                     vm["seed"].as<std::uint64_t>());
+  std::uint64_t const seed = file.seed();
+  auto table = file.table("race_matrix", chain_tables::race_columns(),
+                          "race matrix: iterations with a bitwise mismatch vs PDL off and with "
+                          "stale pre-wait reads in finalize, per PDL configuration; verifier = "
+                          "verdict of the happens-before verifier on the chain the cell ran "
+                          "(chain::verifier_chain)");
+  bool const stamps = vm.count("stamps") > 0;
+  chain::LayerWeights const weights(shape, chain::weight_seed(seed, shape));
+  chain::RunnerOptions ro;
+  ro.tokens = T;
+  ro.tile_m = tile_m;
+  ro.iterations = iterations;
+  ro.stamps = stamps;
+  ro.stream_launch = launch == "stream";
+  chain_run::Residency const residency = chain_run::read_residency_options(vm);
+  chain_run::apply(residency, ro);
+  chain_run::record(residency, file);
+  file.set_attr("/", "launch", launch); // a file holds one launch mode: keys do not name it
+  auto const recorded = file.provenance().find("overrides");
+  if (recorded != file.provenance().end() && recorded->second != axes.overrides)
+    throw InputError("--set: '" + axes.overrides + "' differs from '" + recorded->second +
+                     "', the overrides the rows of the resumed file ran with");
+  file.set_attr("/", "overrides", axes.overrides); // race::row_config rebuilds the cells with it
+  ro.hidden_seed = Rng::mix(chain::weight_seed(seed, shape), 3);
+  chain::ChainRunner runner(weights, ro);
+  std::vector<std::uint64_t> seeds(static_cast<std::size_t>(iterations));
+  for (int i = 0; i < iterations; ++i)
+    seeds[static_cast<std::size_t>(i)] = chain::routing_seed(seed, shape, T, i);
+  runner.set_routings(seeds);
+  std::map<std::string, chain::BatchResult> off; // per metadata placement
+  Progress progress("race", cells.size());
+  std::int64_t timelines = 0;
+  std::string const key_prefix = shape.name + ",T=" + std::to_string(T) + ",";
+  for (auto const& c : cells) {
+    std::string const key = key_prefix + c.key;
+    if (table.has(key)) {
+      progress.step(key, true);
+      continue;
+    }
+    if (!off.count(c.meta)) {
+      chain::ChainConfig quiet = c.cfg;
+      for (chain::Kernel k : chain::kAllKernels)
+        quiet.at(k).delay_ns = 0;
+      off[c.meta] = runner.run_batch(quiet, false);
+    }
+    finalize::FinalizeVariant const& variant = runner.finalize_variant(c.cfg);
+    finalize::FinalizeVariant const& planned = race::planned_finalize_variant(shape, T, c.cfg);
+    if (&variant != &planned)
+      throw std::logic_error("race: finalize picked " + variant.name + " on the device but " +
+                             planned.name + " in --describe's prediction for " + key);
+    chain::CellVerdict const verdict = chain::verify_cell(c.cfg, variant, launch == "graph");
+    auto const on = runner.run_batch(c.cfg, true);
+    chain_run::Series s;
+    chain_run::add_batch(s, on, off[c.meta], seeds);
+    h5::Row row;
+    row.set("shape", shape.name)
+        .set("T", T)
+        .set("preset", c.cfg.preset)
+        .set("triggers", c.triggers)
+        .set("meta", c.meta)
+        .set("delay_ns", c.delay_ns)
+        .set("delayed_kernel", c.delayed_kernel)
+        .set("finalize", variant.name)
+        .set("iterations", s.routings)
+        .set("mismatches", s.mismatches)
+        .set("stale_reads", s.stale)
+        .set("stale_iterations", s.stale_iterations)
+        .set("recorded_reads", s.recorded)
+        .set("first_buffer",
+             s.mismatches ? chain::buffer_name(static_cast<chain::Buffer>(s.first_buffer)) : "")
+        .set("verifier", pdl::verdict_name(verdict.chain));
+    table.append(key, row);
+    if (stamps &&
+        (c.benchmark || (c.own && c.meta == "before" && c.delay_ns == axes.delays.back())))
+      chain_run::write_timeline(file, "timeline_race_" + std::to_string(timelines++),
+                                runner.timeline(), key);
+    progress.step(key + ": " + std::to_string(s.mismatches) + "/" + std::to_string(s.routings) +
+                  " mismatches, " + std::to_string(s.stale_iterations) +
+                  " stale iterations; verifier " + pdl::verdict_name(verdict.chain));
+  }
+  progress.finish();
+  h5::ResultReader reader(file.path());
+  auto t = reader.read_table("race_matrix");
+  race::fill_verdicts(t, reader.provenance()); // rows of a resumed file that predates the column
+  chain_tables::print_race_matrix(t, std::cout);
+  // A race in a chain the verifier orders is a failed check (of the verifier or of the mapping).
+  return print_summary(t, reader.provenance(), std::cout) == 0 ? kExitOk : kExitFailure;
+#else
+  throw DeviceError("race needs a CUDA build (this moefin was built without CUDA)");
+#endif
+}
+
+} // namespace moefin::cmd

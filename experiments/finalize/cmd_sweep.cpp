@@ -1,0 +1,589 @@
+// moefin sweep finalize: the seed's finalize-only timing grid, plus what the seed lacked (PDL
+// off, a producer -> finalize chain, cold L2, the ablation of the three ingredients, the launch
+// floor and the copy bandwidth), nvbench style: declared axes, one row per combination.
+//
+// Protocol: per (H, T, K, weights) the inputs are built once (uniform routing, every expert
+// local, seeded random values); per mode and L2 state one CUDA graph of N launches is captured
+// per variant; a warm-up replay of each, then R rounds in which the variants alternate (the
+// starting variant rotates); per-launch time = replay time / N; a row's samples are its R
+// per-round values; speedups are paired ratios over the rounds (stats::paired_ratio).
+
+#include "core/cli.hpp"
+#include "core/device_info.hpp"
+#include "core/finalize_inputs.hpp"
+#include "core/h5store.hpp"
+#include "core/rng.hpp"
+#include "core/stats.hpp"
+#include "experiments/commands.hpp"
+#include "experiments/finalize/cases.hpp"
+#include "experiments/finalize/grid.hpp"
+#include "experiments/harness/progress.hpp"
+#include "experiments/harness/run_limit.hpp"
+#include "experiments/harness/timing_rounds.hpp"
+#include "experiments/results/finalize_tables.hpp"
+
+#ifdef MOEFIN_HAVE_CUDA
+#include "experiments/finalize/device_case.hpp"
+#include "kernels/common/bench_kernels.hpp"
+#endif
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <set>
+
+namespace moefin::cmd {
+
+namespace {
+
+using fin::NamedVariant;
+using fin::Shape;
+
+struct SweepConfig {
+  std::vector<Shape> shapes;
+  std::vector<std::string> modes, l2s;
+  std::vector<NamedVariant> variants; // baselines first (fin::with_baselines)
+  int rounds = 5, launches = 100;
+};
+
+std::int64_t weight_bytes(finalize::WeightType w) {
+  return w == finalize::WeightType::kNone ? 0 : w == finalize::WeightType::kBf16 ? 2 : 4;
+}
+
+/// Rough per-launch cost model (microseconds) for the time estimate only: a launch floor, the
+/// scalar kernel's K dependent load pairs, bytes at a fraction of HBM bandwidth.
+double model_launch_us(Shape const& s, std::string const& variant) {
+  double const bytes =
+      static_cast<double>(s.tokens * s.top_k * s.hidden * 2 + s.tokens * s.hidden * 2 +
+                          s.tokens * s.top_k * (4 + weight_bytes(s.weights)));
+  double us = 2.2 + bytes / 2.5e6;
+  if (variant == "scalar")
+    us += 0.3 * static_cast<double>(s.top_k);
+  return us;
+}
+
+double model_gemm_bytes(Shape const& s) {
+  double const pairs = static_cast<double>(s.tokens * s.top_k);
+  double const rows = pairs + std::min(pairs, static_cast<double>(fin::kExperts)) *
+                                  (static_cast<double>(fin::kTile) - 1) / 2;
+  return rows * static_cast<double>(s.hidden) * 2;
+}
+
+/// Seconds one shape takes on an H200-class GPU, all modes and variants (rough).
+double model_shape_s(Shape const& s, SweepConfig const& c) {
+  double total = 0.005 + model_gemm_bytes(s) / 1e9; // inputs built on the host and copied
+  double sum_us = 0;
+  for (auto const& v : c.variants)
+    sum_us += model_launch_us(s, v.name);
+  double const n = c.launches, r = c.rounds + 1;
+  double const producer_us = 2.0 + 2 * model_gemm_bytes(s) / 3.0e6;
+  auto const graphs = static_cast<double>(c.variants.size());
+  for (auto const& m : c.modes)
+    for (auto const& l2 : c.l2s) {
+      if (m == "b" && l2 == "cold")
+        continue;
+      bool const b = m == "b";
+      double const steps_us = sum_us + (b ? (graphs + 1) * producer_us : 0);
+      total += r * n * steps_us * 1e-6 + (graphs + (b ? 1 : 0)) * (0.4e-3 + n * (b ? 6e-6 : 3e-6));
+    }
+  return total;
+}
+
+std::string mode_key(Shape const& s, std::string const& mode, std::string const& l2,
+                     std::string const& variant) {
+  return fin::shape_key(s) + ",mode=" + mode + ",l2=" + l2 + ",variant=" + variant;
+}
+
+} // namespace
+
+#ifdef MOEFIN_HAVE_CUDA
+namespace {
+
+/// Graphs timed in interleaved rounds (harness/timing_rounds.hpp) after a warm-up replay of
+/// each. Returns milliseconds [graph][round].
+std::vector<std::vector<double>> time_rounds(std::vector<dev::Graph> const& graphs, int rounds,
+                                             dev::Stream const& s, dev::Event const& a,
+                                             dev::Event const& b) {
+  for (auto const& g : graphs)
+    g.launch(s.get());
+  s.sync();
+  return bench::interleaved_rounds(graphs.size(), rounds, [&](std::size_t g) {
+    return static_cast<double>(graphs[g].time_ms(s.get(), a, b));
+  });
+}
+
+std::vector<double> per_launch_us(std::vector<double> const& ms, int launches) {
+  std::vector<double> us;
+  for (double m : ms)
+    us.push_back(m * 1e3 / launches);
+  return us;
+}
+
+/// Mode b: (pair - producer alone) per round, per launch.
+std::vector<double> minus(std::vector<double> const& a, std::vector<double> const& b) {
+  std::vector<double> d;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    d.push_back(a[i] - b[i]);
+  return d;
+}
+
+h5::Row stats_row(std::vector<double> const& us) {
+  auto const s = stats::summarize(us);
+  h5::Row row;
+  row.set("median_us", s.median)
+      .set("min_us", s.min)
+      .set("q1_us", s.q1)
+      .set("q3_us", s.q3)
+      .set("max_us", s.max);
+  return row;
+}
+
+class Runner {
+public:
+  Runner(SweepConfig const& c, h5::ResultWriter& file, DeviceInfo const& d)
+      : c_(c), file_(file), dinfo_(d), seed_(file.seed()),
+        sweep_(file.table("finalize_sweep", fin::finalize_sweep_columns(),
+                          "finalize per-launch time (us) over interleaved rounds; speedup_* = "
+                          "paired ratio scalar/variant; bytes = fewest bytes a launch moves; "
+                          "copy_fraction = gbps / the run's device copy bandwidth")),
+        budget_device_(finalize::device_cta_budget()) {}
+
+  void measure_copy_bandwidth() {
+    auto table = file_.table("copy_bandwidth", fin::copy_bandwidth_columns(),
+                             "device-to-device cudaMemcpy, bytes read plus written");
+    std::size_t const bytes = std::size_t(256) << 20;
+    int const copies = 8;
+    dev::Buffer src(bytes), dst(bytes);
+    src.fill(0x3c, s_.get());
+    s_.sync();
+    std::vector<dev::Graph> g;
+    g.emplace_back(s_.get(), [&] {
+      for (int i = 0; i < copies; ++i)
+        MOEFIN_CUDA_CHECK(
+            cudaMemcpyAsync(dst.get(), src.get(), bytes, cudaMemcpyDeviceToDevice, s_.get()));
+    });
+    auto const us = per_launch_us(time_rounds(g, c_.rounds, s_, e0_, e1_)[0], copies);
+    double const med = stats::median(us);
+    copy_gbps_ = 2.0 * static_cast<double>(bytes) / (med * 1e3);
+    std::string const key = "bytes=" + std::to_string(bytes);
+    if (!table.has(key)) {
+      h5::Row row;
+      row.set("bytes", static_cast<std::int64_t>(bytes))
+          .set("gbps", copy_gbps_)
+          .set("median_us", med)
+          .set("min_us", *std::min_element(us.begin(), us.end()))
+          .set("rounds", c_.rounds)
+          .set("launches", copies);
+      table.append(key, row, us);
+    }
+    std::printf("copy bandwidth: %.0f GB/s (256 MiB device-to-device, read + write)\n", copy_gbps_);
+  }
+
+  void measure_launch_floor() {
+    auto table = file_.table("launch_floor", fin::launch_floor_columns(),
+                             "per-launch time (us) of an empty kernel launched as finalize is in "
+                             "each mode (b: after a 16 MiB producer, producer subtracted)");
+    std::size_t const pbytes = std::size_t(16) << 20;
+    dev::Buffer psrc(pbytes), pdst(pbytes);
+    psrc.fill(0x3c, s_.get());
+    s_.sync();
+    int const n = c_.launches;
+    for (auto const& m : c_.modes) {
+      std::string const key = "mode=" + m;
+      std::vector<dev::Graph> g;
+      bool const b = m == "b";
+      g.emplace_back(s_.get(), [&] {
+        for (int i = 0; i < n; ++i) {
+          if (b)
+            bench::launch_copy_producer(pdst.get(), psrc.get(), pbytes, producer_ctas_, s_.get());
+          bench::launch_empty(s_.get(), m != "c");
+        }
+      });
+      if (b)
+        g.emplace_back(s_.get(), [&] {
+          for (int i = 0; i < n; ++i)
+            bench::launch_copy_producer(pdst.get(), psrc.get(), pbytes, producer_ctas_, s_.get());
+        });
+      auto const ms = time_rounds(g, c_.rounds, s_, e0_, e1_);
+      auto const us = per_launch_us(b ? minus(ms[0], ms[1]) : ms[0], n);
+      std::printf("launch floor, mode %s: %.2f us per launch\n", m.c_str(), stats::median(us));
+      if (table.has(key))
+        continue;
+      h5::Row row = stats_row(us);
+      row.set("mode", m).set("rounds", c_.rounds).set("launches", n);
+      table.append(key, row, us);
+    }
+  }
+
+  /// Every mode and L2 state of one shape into `table`. Returns a one-line summary.
+  std::string measure(Shape const& s, h5::TableWriter& table) {
+    if (!pool_ || pool_->hidden() != s.hidden)
+      pool_ = std::make_unique<fin::RowPool>(
+          s.hidden, s.hidden, Rng::mix(seed_, static_cast<std::uint64_t>(s.hidden * 4099)));
+    fin::RoutingCase const uniform{"uniform", Distribution::kUniform, 1};
+    auto const host = fin::make_case(s, s.hidden, uniform, fin::case_seed(seed_, fin::shape_key(s)),
+                                     *pool_, false);
+    fin::DeviceCase d(host);
+    dev::Buffer const pristine = dev::Buffer::copy_of(d.gemm_out);
+    std::vector<dev::Buffer> outs;
+    for (std::size_t v = 0; v < c_.variants.size(); ++v)
+      outs.emplace_back(d.out.bytes());
+
+    std::string summary = fin::shape_key(s) + ":";
+    for (auto const& mode : c_.modes)
+      for (auto const& l2 : c_.l2s) {
+        bool const b = mode == "b";
+        bool any_missing = false;
+        for (auto const& v : c_.variants)
+          any_missing = any_missing || !table.has(mode_key(s, mode, l2, v.name));
+        if (!any_missing)
+          continue;
+        if (b && l2 == "cold") {
+          note_once("mode b with cold L2 is not measured: the producer leaves gemm_out in L2");
+          continue;
+        }
+        summary += " " + measure_mode(s, host, d, pristine, outs, mode, l2, table);
+      }
+    return summary;
+  }
+
+  std::int64_t failures() const { return failures_; }
+
+private:
+  void note_once(std::string const& what) {
+    if (notes_.insert(what).second)
+      std::cout << "note: " << what << "\n";
+  }
+
+  /// Rotating copies of the inputs, so that each launch reads buffers not touched for more than
+  /// twice the L2 size of traffic.
+  struct ColdSets {
+    std::vector<dev::Buffer> gemm, perm, weights, out;
+    std::vector<finalize::FinalizeParams> params;
+  };
+
+  bool make_cold(fin::DeviceCase const& d, int& launches, ColdSets& cs) {
+    std::size_t const set_bytes =
+        d.gemm_out.bytes() + d.perm.bytes() + d.weights.bytes() + d.out.bytes();
+    auto const l2 = static_cast<std::size_t>(std::max<std::int64_t>(dinfo_.l2_bytes, 1 << 20));
+    std::size_t const sets = (2 * l2 + set_bytes - 1) / set_bytes;
+    constexpr std::size_t kMaxColdLaunches = 4096;
+    if (sets > kMaxColdLaunches)
+      return false;
+    launches = static_cast<int>(std::max<std::size_t>(c_.launches, sets));
+    for (std::size_t i = 0; i < sets; ++i) {
+      cs.gemm.push_back(dev::Buffer::copy_of(d.gemm_out));
+      cs.perm.push_back(dev::Buffer::copy_of(d.perm));
+      cs.weights.push_back(dev::Buffer::copy_of(d.weights));
+      cs.out.emplace_back(d.out.bytes());
+      finalize::FinalizeParams p = d.params;
+      p.gemm_out = cs.gemm.back().get();
+      p.expanded_to_permuted = cs.perm.back().get<std::int32_t const>();
+      p.expert_weights = cs.weights.back().get();
+      p.out = cs.out.back().get();
+      cs.params.push_back(p);
+    }
+    return true;
+  }
+
+  std::string measure_mode(Shape const& s, fin::HostCase const& host, fin::DeviceCase& d,
+                           dev::Buffer const& pristine, std::vector<dev::Buffer>& outs,
+                           std::string const& mode, std::string const& l2, h5::TableWriter& table) {
+    bool const b = mode == "b";
+    bool const cold = l2 == "cold";
+    int launches = c_.launches;
+    ColdSets cs;
+    if (cold && !make_cold(d, launches, cs)) {
+      note_once("cold L2 skipped for shapes whose inputs are too small to rotate through twice "
+                "the L2 in 4096 launches (e.g. " +
+                fin::shape_key(s) + ")");
+      return mode + "/cold: skipped";
+    }
+    std::vector<finalize::FinalizeParams> hot_params;
+    for (auto& o : outs) {
+      o.fill(0xff, s_.get());
+      finalize::FinalizeParams p = d.params;
+      p.out = o.get();
+      hot_params.push_back(p);
+    }
+    // Variants that cannot run this shape (e.g. 128-bit paths on an unaligned row) are left out
+    // with the reason; scalar runs every shape.
+    std::vector<std::size_t> active;
+    for (std::size_t v = 0; v < c_.variants.size(); ++v) {
+      try {
+        (void)finalize::plan(d.params, c_.variants[v].options);
+        active.push_back(v);
+      } catch (InputError const& e) {
+        note_once(c_.variants[v].name + " not timed on some shapes: " + e.what());
+      }
+    }
+    std::size_t const producer_bytes = d.gemm_out.bytes() / 16 * 16;
+    std::vector<dev::Graph> graphs;
+    for (std::size_t v : active) {
+      finalize::Options o = c_.variants[v].options;
+      o.pdl.pdl = mode != "c";
+      graphs.emplace_back(s_.get(), [&] {
+        for (int i = 0; i < launches; ++i) {
+          if (b)
+            bench::launch_copy_producer(d.gemm_out.get(), pristine.get(), producer_bytes,
+                                        producer_ctas_, s_.get());
+          finalize::run(cold ? cs.params[static_cast<std::size_t>(i) % cs.params.size()]
+                             : hot_params[v],
+                        o, s_.get());
+        }
+      });
+    }
+    if (b)
+      graphs.emplace_back(s_.get(), [&] {
+        for (int i = 0; i < launches; ++i)
+          bench::launch_copy_producer(d.gemm_out.get(), pristine.get(), producer_bytes,
+                                      producer_ctas_, s_.get());
+      });
+    auto const ms = time_rounds(graphs, c_.rounds, s_, e0_, e1_);
+    std::vector<std::vector<double>> us(c_.variants.size());
+    for (std::size_t a = 0; a < active.size(); ++a)
+      us[active[a]] = per_launch_us(b ? minus(ms[a], ms.back()) : ms[a], launches);
+
+    // Every timed output must be complete: a kernel that skips elements is not timed.
+    std::vector<bool> broken(c_.variants.size(), false);
+    if (!cold)
+      for (std::size_t v : active) {
+        auto const bits = outs[v].download<std::uint16_t>(s_.get());
+        auto const bad = std::count_if(bits.begin(), bits.end(),
+                                       [](std::uint16_t x) { return (x & 0x7fff) > 0x7f80; });
+        if (bad) {
+          broken[v] = true;
+          ++failures_;
+          std::cout << "FAIL " << c_.variants[v].name << " " << fin::shape_key(s) << " mode "
+                    << mode << ": " << bad << " output elements NaN or unwritten after timing; "
+                    << "row not written (run moefin check finalize)\n";
+        }
+      }
+
+    std::string const dispatch = fin::dispatch_name(s, finalize::kPublishedCtaBudget);
+    std::string const dispatch_dev = fin::dispatch_name(s, budget_device_);
+    std::int64_t const bytes = host.min_bytes();
+    std::string line = mode + (cold ? "/cold" : "");
+    for (std::size_t v = 0; v < c_.variants.size(); ++v) {
+      auto const& nv = c_.variants[v];
+      std::string const key = mode_key(s, mode, l2, nv.name);
+      if (us[v].empty() || broken[v] || table.has(key))
+        continue;
+      int const b = fin::baseline_index(c_.variants, v);
+      if (b < 0 || us[static_cast<std::size_t>(b)].empty()) {
+        note_once(nv.name + " not timed where its baseline could not run (e.g. " +
+                  fin::shape_key(s) + ")");
+        continue;
+      }
+      auto const ratio = stats::paired_ratio(us[static_cast<std::size_t>(b)], us[v]);
+      double const med = stats::median(us[v]);
+      double const gbps = static_cast<double>(bytes) / (med * 1e3);
+      h5::Row row = stats_row(us[v]);
+      row.set("H", s.hidden)
+          .set("T", s.tokens)
+          .set("K", s.top_k)
+          .set("weights", weight_type_name(s.weights))
+          .set("mode", mode)
+          .set("l2", l2)
+          .set("variant", nv.name)
+          .set("dispatch", dispatch)
+          .set("dispatch_device", dispatch_dev)
+          .set("in_regime", fin::in_regime(s.hidden, s.tokens) ? 1 : 0)
+          .set("rounds", c_.rounds)
+          .set("launches", launches)
+          .set("speedup_vs_scalar", ratio.ratio)
+          .set("speedup_lo", ratio.lo)
+          .set("speedup_hi", ratio.hi)
+          .set("bytes", bytes)
+          .set("gbps", gbps)
+          .set("copy_fraction", copy_gbps_ > 0 ? gbps / copy_gbps_ : 0.0)
+          .set("ctas", finalize::plan(d.params, nv.options).ctas());
+      table.append(key, row, us[v]);
+      if (nv.name == "scalar" || nv.name == "small_batch") {
+        char buf[64];
+        std::snprintf(buf, sizeof(buf), " %s %.2fus", nv.name == "scalar" ? "sc" : "sb", med);
+        line += buf;
+        if (nv.name == "small_batch") {
+          std::snprintf(buf, sizeof(buf), " x%.2f", ratio.ratio);
+          line += buf;
+        }
+      }
+    }
+    return line;
+  }
+
+  SweepConfig const& c_;
+  h5::ResultWriter& file_;
+  DeviceInfo const dinfo_;
+  std::uint64_t const seed_;
+  h5::TableWriter sweep_;
+  int const budget_device_;
+  int const producer_ctas_ = budget_device_; // SMs x 8 CTAs of 256 threads: a full GPU
+  dev::Stream s_;
+  dev::Event e0_, e1_;
+  double copy_gbps_ = 0;
+  std::unique_ptr<fin::RowPool> pool_;
+  std::set<std::string> notes_;
+  std::int64_t failures_ = 0;
+
+public:
+  h5::TableWriter& sweep_table() { return sweep_; }
+};
+
+} // namespace
+#endif
+
+int sweep_finalize(cli::Args const& args) {
+  cli::po::options_description desc("sweep finalize options");
+  fin::GridFlags g;
+  std::string modes, l2, variants, published;
+  std::vector<std::string> table_files;
+  double max_minutes = 0;
+  int rounds = 5, launches = 100, repeat_shapes = 8;
+  fin::add_grid_options(desc, g);
+  desc.add_options()(
+      "modes", cli::po::value(&modes)->default_value("a,b,c"),
+      "a: back-to-back, PDL on; b: producer then finalize, PDL on; c: back-to-back, PDL off")(
+      "l2", cli::po::value(&l2)->default_value("hot"), "L2 state: hot, cold (or hot,cold)")(
+      "variants", cli::po::value(&variants)->default_value(fin::join(fin::sweep_variant_names())),
+      "finalize variants timed in the same rounds (each one's baseline, e.g. scalar, is added)")(
+      "rounds", cli::po::value(&rounds)->default_value(5),
+      "interleaved rounds, 3..1000")("launches", cli::po::value(&launches)->default_value(100),
+                                     "launches per CUDA graph, 1..10000")(
+      "max-minutes", cli::po::value(&max_minutes)->default_value(0),
+      "stop cleanly before this many minutes (0: no limit); continue with --resume")(
+      "repeat-shapes", cli::po::value(&repeat_shapes)->default_value(8),
+      "after a complete grid, measure this many shapes again into /finalize_repeat (noise), 0..64")(
+      "estimate", "print the grid size and the expected time, then exit (no GPU needed)")(
+      "table", cli::po::value(&table_files)->multitoken(),
+      "print the seed-format tables of these result files and exit (no GPU needed)")(
+      "published", cli::po::value(&published)->default_value(fin::default_published_csv()),
+      "published speedups (CSV) shown beside the measured columns");
+  cli::add_output_options(desc, "out/finalize_sweep.h5");
+  cli::po::variables_map vm;
+  if (!cli::parse("sweep finalize",
+                  "[--hidden LIST] [--tokens LIST|regime] [--top-k LIST] [--weights LIST] "
+                  "[--modes a,b,c] [--l2 hot,cold] [--rounds R] [--launches N] [--max-minutes M] "
+                  "[--out FILE | --resume FILE] | --table FILE... | --estimate",
+                  desc, args, vm))
+    return kExitOk;
+
+  if (!table_files.empty()) {
+    std::cout << fin::render_finalize_tables(table_files, published);
+    return kExitOk;
+  }
+  cli::check_range("--rounds", rounds, 3, 1000);
+  cli::check_range("--launches", launches, 1, 10000);
+  cli::check_range("--max-minutes", max_minutes, 0.0, 1e6);
+  cli::check_range("--repeat-shapes", repeat_shapes, 0, 64);
+  SweepConfig c;
+  c.shapes = fin::parse_grid(g);
+  c.modes = fin::parse_choices("--modes", modes, {"a", "b", "c"});
+  c.l2s = fin::parse_choices("--l2", l2, {"hot", "cold"});
+  c.variants = fin::with_baselines(fin::parse_variants("--variants", variants, true));
+  c.rounds = rounds;
+  c.launches = launches;
+
+  double model_s = 0;
+  for (auto const& s : c.shapes)
+    model_s += model_shape_s(s, c);
+  std::size_t combos = 0;
+  for (auto const& m : c.modes)
+    for (auto const& l : c.l2s)
+      combos += !(m == "b" && l == "cold");
+  std::printf("sweep finalize: %zu shapes x %zu mode/L2 combinations x %zu variants = %zu rows; "
+              "%d rounds of %d launches; expected ~%.1f min on an H200-class GPU (rough model; "
+              "the progress lines give the real pace)\n",
+              c.shapes.size(), combos, c.variants.size(),
+              c.shapes.size() * combos * c.variants.size(), rounds, launches, model_s / 60);
+  if (vm.count("estimate"))
+    return kExitOk;
+
+#ifndef MOEFIN_HAVE_CUDA
+  throw DeviceError("sweep finalize: this moefin was built without CUDA");
+#else
+  DeviceInfo const dinfo = query_device();
+  if (!dinfo.present)
+    throw DeviceError("sweep finalize needs a CUDA device: " + dinfo.reason);
+  std::string path;
+  std::size_t left = 0, rows = 0;
+  std::int64_t failures = 0;
+  {
+    auto file = h5::ResultWriter::open(vm["out"].as<std::string>(), vm["resume"].as<std::string>(),
+                                       vm["seed"].as<std::uint64_t>());
+    path = file.path();
+    Runner runner(c, file, dinfo);
+    runner.measure_copy_bandwidth();
+    runner.measure_launch_floor();
+
+    RunLimit limit(max_minutes);
+    Progress progress("sweep finalize", c.shapes.size());
+    double model_done = 0, real_done = 0;
+    auto& table = runner.sweep_table();
+    auto done = [&](Shape const& s, h5::TableWriter const& t) {
+      for (auto const& m : c.modes)
+        for (auto const& l : c.l2s)
+          for (auto const& v : c.variants)
+            if (!(m == "b" && l == "cold") && !t.has(mode_key(s, m, l, v.name)))
+              return false;
+      return true;
+    };
+    auto pace = [&] { return model_done > 0 ? real_done / model_done : 1.0; };
+    for (std::size_t i = 0; i < c.shapes.size(); ++i) {
+      auto const& s = c.shapes[i];
+      if (done(s, table)) {
+        progress.step(fin::shape_key(s), true);
+        continue;
+      }
+      double const model = model_shape_s(s, c);
+      if (!limit.allows(model * pace())) {
+        left = c.shapes.size() - i;
+        break;
+      }
+      double const t0 = limit.elapsed_s();
+      std::string const line = runner.measure(s, table);
+      real_done += limit.elapsed_s() - t0;
+      model_done += model;
+      progress.step(line);
+    }
+    progress.finish();
+
+    if (left == 0 && repeat_shapes > 0) {
+      auto rep = file.table("finalize_repeat", fin::finalize_sweep_columns(),
+                            "shapes of /finalize_sweep measured again at the end of the same "
+                            "run (same keys): the spread of identical configurations");
+      std::size_t const m =
+          std::min<std::size_t>(static_cast<std::size_t>(repeat_shapes), c.shapes.size());
+      for (std::size_t j = 0; j < m; ++j) {
+        auto const& s = c.shapes[j * c.shapes.size() / m];
+        if (done(s, rep))
+          continue;
+        if (!limit.allows(model_shape_s(s, c) * pace())) {
+          left = m - j;
+          break;
+        }
+        std::cerr << "[repeat " << j + 1 << "/" << m << "] " << runner.measure(s, rep) << "\n";
+      }
+    }
+    rows = table.rows();
+    failures = runner.failures();
+  }
+
+  std::cout << "wrote " << path << " (" << rows << " rows in /finalize_sweep)\n";
+  if (left)
+    std::cout << "incomplete: stopped by --max-minutes with " << left
+              << " shapes left; continue with --resume " << path << "\n";
+  else
+    std::cout << fin::render_finalize_tables({path}, published);
+  if (failures) {
+    std::cout << "sweep finalize: " << failures
+              << " variant/mode measurements had incomplete outputs (see FAIL lines)\n";
+    return kExitFailure;
+  }
+  return kExitOk;
+#endif
+}
+
+} // namespace moefin::cmd

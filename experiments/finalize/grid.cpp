@@ -1,0 +1,205 @@
+#include "experiments/finalize/grid.hpp"
+
+#include "core/cli.hpp"
+#include "core/finalize_inputs.hpp"
+#include "core/ops/errors.hpp"
+#include "kernels/finalize/finalize_policy.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+namespace moefin::fin {
+
+using finalize::Options;
+using finalize::WeightType;
+
+namespace {
+
+std::vector<std::string> names_of(unsigned list) {
+  std::vector<std::string> out;
+  for (auto const* v : finalize::variants(list))
+    out.push_back(v->name);
+  return out;
+}
+
+} // namespace
+
+std::vector<std::string> sweep_variant_names() {
+  return names_of(finalize::kListSweep);
+}
+
+std::vector<std::string> check_variant_names() {
+  return names_of(finalize::kListCheck);
+}
+
+Options variant_options(std::string const& name, std::string const& flag) {
+  Options o;
+  o.variant = &finalize::variant(name, flag);
+  return o;
+}
+
+std::vector<std::string> split_names(std::string const& flag, std::string const& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    out.push_back(item);
+  if (out.empty() || std::any_of(out.begin(), out.end(), [](auto const& s) { return s.empty(); }))
+    throw InputError(flag + ": '" + text + "' is not a comma-separated list of names");
+  return out;
+}
+
+std::vector<std::string> parse_choices(std::string const& flag, std::string const& text,
+                                       std::vector<std::string> const& allowed) {
+  auto names = split_names(flag, text);
+  for (auto const& n : names)
+    cli::check_choice(flag, n, allowed);
+  return names;
+}
+
+std::vector<NamedVariant> parse_variants(std::string const& flag, std::string const& text,
+                                         bool bf16_only) {
+  std::vector<NamedVariant> out;
+  for (auto const& n : split_names(flag, text)) {
+    Options const o = variant_options(n, flag);
+    if (bf16_only && o.variant->fp8_output)
+      throw InputError(flag + ": '" + n + "' writes E4M3 outputs; this experiment times bf16 ones");
+    if (std::none_of(out.begin(), out.end(), [&](auto const& v) { return v.name == n; }))
+      out.push_back({n, o.variant, o});
+  }
+  return out;
+}
+
+std::vector<NamedVariant> with_baselines(std::vector<NamedVariant> variants) {
+  std::vector<NamedVariant> out;
+  auto has = [&](std::string const& n) {
+    return std::any_of(out.begin(), out.end(), [&](auto const& v) { return v.name == n; });
+  };
+  for (auto const& v : variants) {
+    auto const& b = finalize::baseline_of(*v.entry);
+    if (!has(b.name))
+      out.push_back({b.name, &b, variant_options(b.name)});
+  }
+  for (auto& v : variants)
+    if (!has(v.name))
+      out.push_back(std::move(v));
+  return out;
+}
+
+int baseline_index(std::vector<NamedVariant> const& variants, std::size_t i) {
+  auto const& b = finalize::baseline_of(*variants.at(i).entry);
+  for (std::size_t j = 0; j < variants.size(); ++j)
+    if (variants[j].entry == &b)
+      return static_cast<int>(j);
+  return -1;
+}
+
+std::string join(std::vector<std::string> const& names) {
+  std::string s;
+  for (auto const& n : names)
+    s += (s.empty() ? "" : ",") + n;
+  return s;
+}
+
+std::vector<std::int64_t> const& grid_hidden() {
+  static std::vector<std::int64_t> const h{1024, 2048, 2880, 3584, 4096, 5120, 6144, 7168};
+  return h;
+}
+
+std::vector<std::int64_t> const& grid_top_k() {
+  static std::vector<std::int64_t> const k{1, 2, 4, 6, 8, 10, 16, 22, 32};
+  return k;
+}
+
+namespace {
+
+std::int64_t row_ctas(std::int64_t hidden) {
+  return (hidden + finalize::Policy::kRuleColumns - 1) / finalize::Policy::kRuleColumns;
+}
+
+} // namespace
+
+bool in_regime(std::int64_t hidden, std::int64_t tokens, int budget) {
+  return row_ctas(hidden) * tokens < budget;
+}
+
+std::vector<std::int64_t> regime_tokens(std::int64_t hidden, int budget) {
+  std::vector<std::int64_t> t;
+  for (std::int64_t v = 1; v <= 256; v *= 2)
+    if (in_regime(hidden, v, budget))
+      t.push_back(v);
+  std::int64_t const last = (budget - 1) / row_ctas(hidden);
+  if (last >= 1 && (t.empty() || t.back() != last))
+    t.push_back(last);
+  return t;
+}
+
+std::vector<WeightType> parse_weights(std::string const& flag, std::string const& text) {
+  std::vector<WeightType> out;
+  for (auto const& n : parse_choices(flag, text, {"bf16", "fp32", "none"}))
+    out.push_back(n == "bf16"   ? WeightType::kBf16
+                  : n == "fp32" ? WeightType::kFp32
+                                : WeightType::kNone);
+  return out;
+}
+
+std::string shape_key(Shape const& s) {
+  return "H=" + std::to_string(s.hidden) + ",T=" + std::to_string(s.tokens) +
+         ",K=" + std::to_string(s.top_k) + ",w=" + weight_type_name(s.weights);
+}
+
+std::vector<Shape> make_shapes(std::vector<std::int64_t> const& hidden,
+                               std::vector<std::int64_t> const& tokens,
+                               std::vector<std::int64_t> const& top_k,
+                               std::vector<WeightType> const& weights) {
+  std::vector<Shape> out;
+  for (auto h : hidden)
+    for (auto t : tokens.empty() ? regime_tokens(h) : tokens)
+      for (auto k : top_k)
+        for (auto w : weights)
+          out.push_back({h, t, k, w});
+  return out;
+}
+
+finalize::FinalizeParams shape_params(Shape const& s, std::int64_t hidden_padded) {
+  finalize::FinalizeParams p;
+  p.num_tokens = s.tokens;
+  p.hidden = s.hidden;
+  p.hidden_padded = hidden_padded > 0 ? hidden_padded : s.hidden;
+  p.top_k = s.top_k;
+  p.weight_type = s.weights;
+  return p;
+}
+
+std::string dispatch_name(Shape const& s, int budget) {
+  Options o;
+  o.cta_budget = budget;
+  return finalize::select(shape_params(s), o).name;
+}
+
+std::vector<Shape> parse_grid(GridFlags const& f) {
+  auto const hidden =
+      f.hidden.empty() ? grid_hidden() : cli::parse_int_list("--hidden", f.hidden, 1, 1 << 20);
+  std::vector<std::int64_t> tokens;
+  if (!f.tokens.empty() && f.tokens != "regime")
+    tokens = cli::parse_int_list("--tokens", f.tokens, 1, 1 << 20);
+  auto const top_k = f.top_k.empty()
+                         ? grid_top_k()
+                         : cli::parse_int_list("--top-k", f.top_k, 1, finalize::Policy::kMaxTopK);
+  auto const weights = parse_weights("--weights", f.weights.empty() ? "bf16,fp32" : f.weights);
+  return make_shapes(hidden, tokens, top_k, weights);
+}
+
+void add_grid_options(cli::po::options_description& desc, GridFlags& f) {
+  desc.add_options()("hidden", cli::po::value(&f.hidden)->default_value(""),
+                     "hidden sizes, e.g. 1024,7168 (default: 1024,2048,2880,3584,4096,5120,"
+                     "6144,7168)")(
+      "tokens", cli::po::value(&f.tokens)->default_value("regime"),
+      "token counts, or 'regime': 1,2,4..256 inside ceil(H/256)*T < 1184 plus its last T")(
+      "top-k", cli::po::value(&f.top_k)->default_value(""),
+      "top-K values, 1..64 (default: 1,2,4,6,8,10,16,22,32)")(
+      "weights", cli::po::value(&f.weights)->default_value("bf16,fp32"),
+      "expert weight types: bf16, fp32, none");
+}
+
+} // namespace moefin::fin

@@ -1,0 +1,492 @@
+#include "experiments/results/finalize_tables.hpp"
+
+#include "core/ops/errors.hpp"
+#include "core/ops/finalize_variants.hpp"
+#include "core/stats.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace moefin::fin {
+
+std::vector<h5::Column> finalize_sweep_columns() {
+  return {h5::int_col("H"),
+          h5::int_col("T"),
+          h5::int_col("K"),
+          h5::str_col("weights", 8),
+          h5::str_col("mode", 4),
+          h5::str_col("l2", 8),
+          h5::str_col("variant", 28),
+          h5::str_col("dispatch", 16),
+          h5::str_col("dispatch_device", 16),
+          h5::int_col("in_regime"),
+          h5::real_col("median_us"),
+          h5::real_col("min_us"),
+          h5::real_col("q1_us"),
+          h5::real_col("q3_us"),
+          h5::real_col("max_us"),
+          h5::int_col("rounds"),
+          h5::int_col("launches"),
+          h5::real_col("speedup_vs_scalar"),
+          h5::real_col("speedup_lo"),
+          h5::real_col("speedup_hi"),
+          h5::int_col("bytes"),
+          h5::real_col("gbps"),
+          h5::real_col("copy_fraction"),
+          h5::int_col("ctas")};
+}
+
+std::vector<h5::Column> launch_floor_columns() {
+  return {h5::str_col("mode", 4), h5::real_col("median_us"), h5::real_col("min_us"),
+          h5::real_col("q1_us"),  h5::real_col("q3_us"),     h5::real_col("max_us"),
+          h5::int_col("rounds"),  h5::int_col("launches")};
+}
+
+std::vector<h5::Column> copy_bandwidth_columns() {
+  return {h5::int_col("bytes"),   h5::real_col("gbps"),  h5::real_col("median_us"),
+          h5::real_col("min_us"), h5::int_col("rounds"), h5::int_col("launches")};
+}
+
+std::string default_published_csv() {
+  std::string const rel = "data/published/finalize_only_speedup.csv";
+#ifdef MOEFIN_SOURCE_DIR
+  std::string const in_tree = std::string(MOEFIN_SOURCE_DIR) + "/" + rel;
+  if (std::ifstream(in_tree).good())
+    return in_tree;
+#endif
+  return rel;
+}
+
+namespace {
+
+struct SweepRow {
+  std::string arch, key;
+  std::int64_t hidden = 0, tokens = 0, top_k = 0;
+  std::string weights, mode, l2, variant, dispatch;
+  bool in_regime = false;
+  double median_us = 0, speedup = 0;
+
+  std::string shape() const {
+    return std::to_string(hidden) + "/" + std::to_string(tokens) + "/" + std::to_string(top_k) +
+           "/" + weights;
+  }
+};
+
+std::string arch_label(h5::Provenance const& p) {
+  auto get = [&](char const* k) {
+    auto it = p.find(k);
+    return it == p.end() ? std::string("none") : it->second;
+  };
+  std::string gpu = get("gpu_name");
+  if (gpu.rfind("NVIDIA ", 0) == 0)
+    gpu = gpu.substr(7);
+  return gpu + " (" + get("arch") + ")";
+}
+
+std::vector<SweepRow> read_rows(h5::ResultReader const& r, std::string const& group,
+                                std::string const& arch) {
+  h5::Table const t = r.read_table(group);
+  for (char const* c : {"H", "T", "K", "weights", "mode", "l2", "variant", "in_regime", "median_us",
+                        "speedup_vs_scalar"})
+    if (!t.has_column(c))
+      throw FileError(r.path(), "table " + group + " lacks the column " + c);
+  std::vector<SweepRow> rows(t.rows);
+  for (std::size_t i = 0; i < t.rows; ++i) {
+    SweepRow& s = rows[i];
+    s.arch = arch;
+    s.key = t.keys()[i];
+    s.hidden = t.ints.at("H")[i];
+    s.tokens = t.ints.at("T")[i];
+    s.top_k = t.ints.at("K")[i];
+    s.weights = t.strings.at("weights")[i];
+    s.mode = t.strings.at("mode")[i];
+    s.l2 = t.strings.at("l2")[i];
+    s.variant = t.strings.at("variant")[i];
+    s.dispatch = t.has_column("dispatch") ? t.strings.at("dispatch")[i] : "";
+    s.in_regime = t.ints.at("in_regime")[i] != 0;
+    s.median_us = t.reals.at("median_us")[i];
+    s.speedup = t.reals.at("speedup_vs_scalar")[i];
+  }
+  return rows;
+}
+
+/// Plain aligned text table: the first column left-aligned, the others right-aligned.
+class TextTable {
+public:
+  explicit TextTable(std::vector<std::string> header) { rows_.push_back(std::move(header)); }
+  void add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  std::size_t size() const { return rows_.size() - 1; }
+  std::string render() const {
+    std::vector<std::size_t> w;
+    for (auto const& r : rows_)
+      for (std::size_t c = 0; c < r.size(); ++c) {
+        if (w.size() <= c)
+          w.push_back(0);
+        w[c] = std::max(w[c], r[c].size());
+      }
+    std::ostringstream os;
+    for (auto const& r : rows_) {
+      std::string line;
+      for (std::size_t c = 0; c < r.size(); ++c) {
+        std::string const pad(w[c] - r[c].size(), ' ');
+        line += c == 0 ? r[c] + pad : "  " + pad + r[c];
+      }
+      while (!line.empty() && line.back() == ' ')
+        line.pop_back();
+      os << line << "\n";
+    }
+    return os.str();
+  }
+
+private:
+  std::vector<std::vector<std::string>> rows_;
+};
+
+std::string fmt(char const* f, double v) {
+  char buf[48];
+  std::snprintf(buf, sizeof(buf), f, v);
+  return buf;
+}
+
+/// "1.23x (1.05)": median and minimum.
+std::string median_min(std::vector<double> const& v) {
+  if (v.empty())
+    return "-";
+  return fmt("%.2fx", stats::median(v)) + " (" +
+         fmt("%.2f", *std::min_element(v.begin(), v.end())) + ")";
+}
+
+struct Published {
+  std::vector<std::string> archs;                                  // in file order
+  std::map<std::int64_t, std::map<std::string, std::string>> cell; // K -> arch -> "1.26x (1.17)"
+  std::set<std::int64_t> kept;                                     // K kept on the previous kernel
+  std::string note;
+};
+
+Published read_published(std::string const& csv) {
+  Published pub;
+  std::ifstream in(csv);
+  if (!in) {
+    pub.note = "published columns unavailable: cannot read " + csv;
+    return pub;
+  }
+  std::string line;
+  bool header = true;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#')
+      continue;
+    if (header) {
+      header = false; // topk,arch,sm,median_speedup,min_speedup,note
+      continue;
+    }
+    std::vector<std::string> f;
+    std::stringstream ss(line);
+    std::string item;
+    while (std::getline(ss, item, ','))
+      f.push_back(item);
+    if (f.size() < 5)
+      continue;
+    std::string const arch = f[1] + " (SM" + f[2] + ")*";
+    if (std::find(pub.archs.begin(), pub.archs.end(), arch) == pub.archs.end())
+      pub.archs.push_back(arch);
+    pub.cell[std::stoll(f[0])][arch] =
+        fmt("%.2fx", std::stod(f[3])) + " (" + fmt("%.2f", std::stod(f[4])) + ")";
+  }
+  // The notes beside it name the top-K values the seed kept on the previous kernel.
+  std::string notes = csv;
+  auto const pos = notes.rfind("finalize_only_speedup.csv");
+  if (pos != std::string::npos) {
+    notes.replace(pos, std::string("finalize_only_speedup.csv").size(), "finalize_only_notes.csv");
+    std::ifstream nin(notes);
+    while (std::getline(nin, line)) {
+      if (line.empty() || line[0] == '#' || !std::isdigit(static_cast<unsigned char>(line[0])))
+        continue;
+      pub.kept.insert(std::stoll(line.substr(0, line.find(','))));
+    }
+  }
+  pub.note = "* published with the seed (" + csv +
+             "), measured on Blackwell parts by the change's authors; kept: the seed keeps the "
+             "previous kernel for this top-K";
+  return pub;
+}
+
+char const* mode_text(std::string const& m) {
+  if (m == "a")
+    return "back-to-back launches, PDL on: the seed's protocol";
+  if (m == "b")
+    return "producer kernel then finalize in each step, PDL on, producer time subtracted";
+  if (m == "c")
+    return "back-to-back launches, PDL off";
+  return "?";
+}
+
+bool is_peer(std::string const& v) {
+  return v.rfind("torch_", 0) == 0;
+}
+
+struct Index {
+  // (arch, mode, l2, variant, shape) -> row
+  std::map<std::string, SweepRow const*> by_key;
+  static std::string key(std::string const& arch, std::string const& mode, std::string const& l2,
+                         std::string const& variant, std::string const& shape) {
+    return arch + "|" + mode + "|" + l2 + "|" + variant + "|" + shape;
+  }
+  SweepRow const* find(std::string const& arch, std::string const& mode, std::string const& l2,
+                       std::string const& variant, std::string const& shape) const {
+    auto it = by_key.find(key(arch, mode, l2, variant, shape));
+    return it == by_key.end() ? nullptr : it->second;
+  }
+};
+
+void mode_table(std::ostringstream& os, std::vector<SweepRow> const& rows, Index const& idx,
+                std::vector<std::string> const& archs, std::string const& mode,
+                Published const* pub) {
+  std::set<std::int64_t> ks;
+  std::map<std::string, std::map<std::int64_t, std::vector<double>>> speed; // arch -> K
+  std::map<std::int64_t, std::set<std::string>> dispatch;
+  std::set<std::string> peers;
+  for (auto const& r : rows) {
+    if (r.mode != mode || r.l2 != "hot" || !r.in_regime)
+      continue;
+    if (is_peer(r.variant))
+      peers.insert(r.variant);
+    if (r.variant != "small_batch")
+      continue;
+    ks.insert(r.top_k);
+    speed[r.arch][r.top_k].push_back(r.speedup);
+    if (!r.dispatch.empty())
+      dispatch[r.top_k].insert(r.dispatch);
+  }
+  if (ks.empty() && peers.empty())
+    return;
+  os << "\nsmall_batch vs scalar, mode " << mode << " (" << mode_text(mode)
+     << "), L2 hot: median speedup over the in-regime shapes (minimum)\n";
+  std::vector<std::string> header{"topK", "dispatch"};
+  for (auto const& a : archs)
+    header.push_back(a);
+  if (pub)
+    for (auto const& a : pub->archs)
+      header.push_back(a);
+  // Peers: small_batch's speedup over them, per shape measured in the same mode.
+  std::vector<std::pair<std::string, std::string>> peer_cols; // (arch, peer)
+  std::map<std::string, std::map<std::int64_t, std::vector<double>>> over;
+  for (auto const& a : archs)
+    for (auto const& p : peers) {
+      bool any = false;
+      for (auto const& r : rows) {
+        if (r.arch != a || r.variant != p || r.mode != mode || r.l2 != "hot" || !r.in_regime)
+          continue;
+        auto const* sb = idx.find(a, mode, "hot", "small_batch", r.shape());
+        if (sb && sb->median_us > 0) {
+          over[a + "|" + p][r.top_k].push_back(r.median_us / sb->median_us);
+          ks.insert(r.top_k);
+          any = true;
+        }
+      }
+      if (any) {
+        peer_cols.emplace_back(a, p);
+        header.push_back(a + " vs " + p);
+      }
+    }
+  TextTable t(header);
+  std::size_t cells = 0;
+  for (auto k : ks) {
+    std::vector<std::string> row{std::to_string(k)};
+    auto const& d = dispatch[k];
+    row.push_back(d.empty() ? "-" : d.size() == 1 ? *d.begin() : "mixed");
+    for (auto const& a : archs) {
+      auto const& v = speed[a][k];
+      cells = std::max(cells, v.size());
+      row.push_back(median_min(v));
+    }
+    if (pub)
+      for (auto const& a : pub->archs) {
+        auto it = pub->cell.find(k);
+        if (it != pub->cell.end() && it->second.count(a))
+          row.push_back(it->second.at(a));
+        else
+          row.push_back(pub->kept.count(k) ? "kept" : "-");
+      }
+    for (auto const& pc : peer_cols)
+      row.push_back(median_min(over[pc.first + "|" + pc.second][k]));
+    t.add(row);
+  }
+  os << t.render();
+  os << "(up to " << cells << " shapes per cell: H x T x weights inside ceil(H/256)*T < 1184";
+  if (!peer_cols.empty())
+    os << "; 'vs torch_*': the peer's time over small_batch's, same shape and mode";
+  os << ")\n";
+  if (pub)
+    os << pub->note << "\n";
+  // The benchmark "never slower where the dispatcher picks it".
+  SweepRow const* worst = nullptr;
+  for (auto const& r : rows)
+    if (r.mode == mode && r.l2 == "hot" && r.in_regime && r.variant == "small_batch" &&
+        r.dispatch == "small_batch" && (!worst || r.speedup < worst->speedup))
+      worst = &r;
+  if (worst)
+    os << "where the dispatcher picks small_batch, the lowest speedup is "
+       << fmt("%.3f", worst->speedup) << "x (" << worst->arch << ", H=" << worst->hidden
+       << " T=" << worst->tokens << " K=" << worst->top_k << " w=" << worst->weights << ")\n";
+}
+
+void t1_table(std::ostringstream& os, std::vector<SweepRow> const& rows,
+              std::vector<std::string> const& archs) {
+  std::map<std::string, std::map<std::int64_t, std::vector<double>>> us, sp;
+  std::set<std::int64_t> ks;
+  for (auto const& r : rows)
+    if (r.mode == "a" && r.l2 == "hot" && r.tokens == 1 && r.variant == "small_batch") {
+      us[r.arch][r.top_k].push_back(r.median_us);
+      sp[r.arch][r.top_k].push_back(r.speedup);
+      ks.insert(r.top_k);
+    }
+  if (ks.empty())
+    return;
+  os << "\nT = 1, mode a: small_batch per-launch time (max over H and weights) and speedup over "
+        "scalar (min over H and weights)\n"
+        "targets: <= 1.6 us for H <= 7168 and K <= 32; >= 2.0x / 3.0x / 4.0x at K = 8 / 16 / 32\n";
+  std::vector<std::string> header{"topK"};
+  for (auto const& a : archs) {
+    header.push_back(a + " max us");
+    header.push_back(a + " min speedup");
+  }
+  TextTable t(header);
+  for (auto k : ks) {
+    std::vector<std::string> row{std::to_string(k)};
+    for (auto const& a : archs) {
+      auto const& u = us[a][k];
+      auto const& s = sp[a][k];
+      row.push_back(u.empty() ? "-" : fmt("%.2f", *std::max_element(u.begin(), u.end())));
+      row.push_back(s.empty() ? "-" : fmt("%.2fx", *std::min_element(s.begin(), s.end())));
+    }
+    t.add(row);
+  }
+  os << t.render();
+}
+
+/// The columns of the ablation tables: every variant of the rows that has a baseline (so a
+/// speedup over it), in registry order, then names the registry does not know; not the
+/// baselines themselves and not the peers.
+std::vector<std::string> ablation_variants(std::vector<SweepRow> const& rows) {
+  std::set<std::string> names;
+  for (auto const& r : rows)
+    if (!is_peer(r.variant))
+      names.insert(r.variant);
+  std::vector<std::string> out;
+  for (auto const* v : finalize::variants())
+    if (names.count(v->name) && !v->baseline.empty())
+      out.push_back(v->name);
+  for (auto const& n : names)
+    if (!finalize::find_variant(n))
+      out.push_back(n);
+  return out;
+}
+
+void ablation_tables(std::ostringstream& os, std::vector<SweepRow> const& rows,
+                     std::vector<std::string> const& archs) {
+  std::vector<std::string> const variants = ablation_variants(rows);
+  for (auto const& a : archs)
+    for (std::string const mode : {"a", "b", "c"}) {
+      std::map<std::string, std::map<std::int64_t, std::vector<double>>> sp;
+      std::set<std::int64_t> ks;
+      std::set<std::string> present;
+      for (auto const& r : rows)
+        if (r.arch == a && r.mode == mode && r.l2 == "hot" && r.in_regime &&
+            std::find(variants.begin(), variants.end(), r.variant) != variants.end()) {
+          sp[r.variant][r.top_k].push_back(r.speedup);
+          ks.insert(r.top_k);
+          present.insert(r.variant);
+        }
+      if (present.size() < 2)
+        continue;
+      os << "\nablation, " << a << ", mode " << mode
+         << ": median speedup over scalar (minimum) of each variant\n";
+      std::vector<std::string> header{"topK"};
+      for (auto const& v : variants)
+        if (present.count(v))
+          header.push_back(v);
+      TextTable t(header);
+      for (auto k : ks) {
+        std::vector<std::string> row{std::to_string(k)};
+        for (auto const& v : variants)
+          if (present.count(v))
+            row.push_back(median_min(sp[v][k]));
+        t.add(row);
+      }
+      os << t.render();
+    }
+}
+
+void repeat_spread(std::ostringstream& os, std::string const& arch,
+                   std::vector<SweepRow> const& main_rows, std::vector<SweepRow> const& rep) {
+  std::map<std::string, SweepRow const*> by_key;
+  for (auto const& r : main_rows)
+    if (r.arch == arch)
+      by_key[r.key] = &r;
+  std::vector<double> dt, ds;
+  for (auto const& r : rep) {
+    auto it = by_key.find(r.key);
+    if (it == by_key.end() || it->second->median_us <= 0 || it->second->speedup <= 0)
+      continue;
+    dt.push_back(std::fabs(r.median_us - it->second->median_us) / it->second->median_us);
+    ds.push_back(std::fabs(r.speedup - it->second->speedup) / it->second->speedup);
+  }
+  if (dt.empty())
+    return;
+  os << "\nnoise, " << arch << ": " << dt.size()
+     << " configurations measured twice in the same run; |difference| relative to the first: "
+        "per-launch time median "
+     << fmt("%.2f%%", 100 * stats::median(dt)) << ", max "
+     << fmt("%.2f%%", 100 * *std::max_element(dt.begin(), dt.end())) << "; speedup median "
+     << fmt("%.2f%%", 100 * stats::median(ds)) << ", max "
+     << fmt("%.2f%%", 100 * *std::max_element(ds.begin(), ds.end())) << "\n";
+}
+
+} // namespace
+
+std::string render_finalize_tables(std::vector<std::string> const& files,
+                                   std::string const& published_csv) {
+  std::vector<SweepRow> rows;
+  std::map<std::string, std::vector<SweepRow>> repeats; // arch -> rows of /finalize_repeat
+  std::vector<std::string> archs;
+  std::ostringstream os;
+  for (auto const& f : files) {
+    h5::ResultReader r(f);
+    std::string const arch = arch_label(r.provenance());
+    if (!r.has_group("finalize_sweep")) {
+      os << "note: " << f << " has no /finalize_sweep table\n";
+      continue;
+    }
+    auto const more = read_rows(r, "finalize_sweep", arch);
+    rows.insert(rows.end(), more.begin(), more.end());
+    if (r.has_group("finalize_repeat")) {
+      auto const rep = read_rows(r, "finalize_repeat", arch);
+      repeats[arch].insert(repeats[arch].end(), rep.begin(), rep.end());
+    }
+    if (std::find(archs.begin(), archs.end(), arch) == archs.end())
+      archs.push_back(arch);
+  }
+  if (rows.empty()) {
+    os << "no finalize sweep rows in the given files\n";
+    return os.str();
+  }
+  Index idx;
+  for (auto const& r : rows)
+    idx.by_key[Index::key(r.arch, r.mode, r.l2, r.variant, r.shape())] = &r;
+  Published const pub = read_published(published_csv);
+  for (std::string const mode : {"a", "b", "c"})
+    mode_table(os, rows, idx, archs, mode, mode == "a" ? &pub : nullptr);
+  t1_table(os, rows, archs);
+  ablation_tables(os, rows, archs);
+  for (auto const& a : archs)
+    repeat_spread(os, a, rows, repeats[a]);
+  return os.str();
+}
+
+} // namespace moefin::fin

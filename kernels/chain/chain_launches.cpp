@@ -1,0 +1,32 @@
+#include "kernels/chain/chain_launches.hpp"
+
+#include <stdexcept>
+
+namespace moefin::chain {
+
+std::vector<LaunchDescriptor> layer_launches(LayerPlan const& plan, RunFlags const& run) {
+  if (plan.finalize == nullptr || plan.kernels.size() != static_cast<std::size_t>(kPlanKernels))
+    throw std::logic_error("layer_launches: incomplete layer plan");
+  std::vector<LaunchDescriptor> out;
+  for (KernelPlan const& k : plan.kernels) {
+    if (k.kernel == Kernel::kChecksum && !run.checked)
+      continue;
+    LaunchDescriptor d;
+    d.kernel = k.kernel;
+    d.knobs.pdl = run.pdl && k.pdl;
+    d.knobs.trigger = k.trigger;
+    d.knobs.delay_ns = k.delay_ns;
+    d.knobs.ctas_per_sm = run.ctas_per_sm;
+    d.knobs.max_shared_carveout = run.max_shared_carveout;
+    d.snapshot = plan.meta_allowed;
+    if (k.kernel == Kernel::kFinalize) {
+      d.finalize.variant = plan.finalize;
+      d.finalize.metadata_before_wait = plan.meta_allowed;
+      d.finalize.pdl = d.knobs;
+    }
+    out.push_back(d);
+  }
+  return out;
+}
+
+} // namespace moefin::chain
