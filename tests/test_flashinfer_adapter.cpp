@@ -14,6 +14,7 @@
 
 #if MOEFIN_FLASHINFER_BUILT
 #include "core/ops/errors.hpp"
+#include "core/ops/finalize_variants.hpp"
 #include "kernels/external/flashinfer/flashinfer_data.hpp"
 
 #include <cstdint>
@@ -343,6 +344,94 @@ BOOST_AUTO_TEST_CASE(names_round_trip) {
   }
   fi::Kernel unused{};
   BOOST_TEST(!fi::parse_kernel("small_batch", &unused));
+}
+
+BOOST_AUTO_TEST_CASE(registry_entries_run_the_released_kernels) {
+  // The released kernels as finalize variants: role, baseline (the released previous kernel),
+  // lists, PDL fields as the released code behaves, and the released geometry.
+  struct Entry {
+    fi::Kernel kernel;
+    finalize::Role role;
+    std::string baseline;
+    unsigned lists;
+    Trigger trigger;
+    bool meta_before;
+  };
+  unsigned const both = finalize::kListCheck | finalize::kListSweep;
+  for (Entry const& e :
+       {Entry{fi::Kernel::kScalar, finalize::Role::kPrevious, "", both, Trigger::kExit, false},
+        Entry{fi::Kernel::kSmallBatch, finalize::Role::kSmallBatch, "fi_scalar", both,
+              Trigger::kEntry, true},
+        Entry{fi::Kernel::kVecload, finalize::Role::kLargeBatch, "fi_scalar", both, Trigger::kExit,
+              true},
+        Entry{fi::Kernel::kDispatch, finalize::Role::kDispatch, "fi_scalar", finalize::kListCheck,
+              Trigger::kEntry, true}}) {
+    BOOST_TEST_CONTEXT(fi::kernel_name(e.kernel)) {
+      auto const* v = finalize::find_variant(fi::kernel_name(e.kernel));
+      BOOST_TEST_REQUIRE(v != nullptr);
+      BOOST_TEST((v->source == finalize::Source::kReleased));
+      BOOST_TEST((v->role == e.role));
+      BOOST_TEST(v->baseline == e.baseline);
+      BOOST_TEST(v->lists == e.lists);
+      BOOST_TEST(!v->dispatchable); // moefin's rule never picks a released kernel
+      BOOST_TEST(v->order > 100);
+      BOOST_TEST((v->default_trigger == e.trigger));
+      BOOST_TEST(v->meta_before_wait == e.meta_before);
+      BOOST_TEST(v->launch != nullptr);
+      for (auto const& p : {shape(4096, 1, 8), shape(7168, 3, 22, WeightType::kFp32),
+                            shape(2048, 300, 4, WeightType::kNone)}) {
+        auto const want = fi::plan(p, e.kernel);
+        auto const got = v->geometry(p, finalize::Options{}, *v);
+        BOOST_TEST(got.grid_x == want.grid_x);
+        BOOST_TEST(got.grid_y == want.grid_y);
+        BOOST_TEST(got.block_x == want.block_x);
+        BOOST_TEST(got.block_y == want.block_y);
+        BOOST_TEST(got.loads_per_thread >= 1);
+        BOOST_TEST(got.loads_per_thread <= 4);
+      }
+    }
+  }
+  BOOST_TEST(finalize::find_variant("fi_deepseek_fp8") == nullptr);
+  auto const& sb = finalize::variant("fi_small_batch", "test");
+  BOOST_TEST(sb.geometry(shape(7168, 3, 22), finalize::Options{}, sb).loads_per_thread ==
+             3); // K = 22 over 8 thread groups
+}
+
+BOOST_AUTO_TEST_CASE(registry_entries_refuse_knobs_the_released_kernels_lack) {
+  auto const& sb = finalize::variant("fi_small_batch", "test");
+  auto const& sc = finalize::variant("fi_scalar", "test");
+  auto const p = shape(4096, 1, 8);
+  auto refused = [&](finalize::FinalizeVariant const& v, finalize::Options const& o,
+                     std::string const& what) {
+    try {
+      v.geometry(p, o, v);
+    } catch (InputError const& e) {
+      std::string const msg = e.what();
+      BOOST_TEST_MESSAGE(msg);
+      return msg.find(v.name) != std::string::npos && msg.find(what) != std::string::npos;
+    }
+    return false;
+  };
+  finalize::Options o;
+  o.pdl.trigger = Trigger::kExit;
+  BOOST_TEST(refused(sb, o, "triggers where the released code does"));
+  o.pdl.trigger = Trigger::kEntry; // its own placement, asked for by name
+  BOOST_TEST(sb.geometry(p, o, sb).grid_x == 1);
+  BOOST_TEST(refused(sc, o, "triggers where the released code does"));
+  o = {};
+  o.metadata_before_wait = false;
+  BOOST_TEST(refused(sb, o, "before its wait"));
+  BOOST_TEST(sc.geometry(p, o, sc).grid_x == 16); // reads them after its wait anyway
+  o = {};
+  o.pdl.delay_ns = 25000;
+  BOOST_TEST(refused(sc, o, "delay"));
+  o = {};
+  std::int32_t snapshot = 0;
+  o.pre_wait_snapshot = &snapshot;
+  BOOST_TEST(refused(sb, o, "snapshot"));
+  o = {};
+  o.slice_chunks = 16;
+  BOOST_TEST(refused(sb, o, "slice"));
 }
 #endif // MOEFIN_FLASHINFER_BUILT
 
