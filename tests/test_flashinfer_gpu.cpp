@@ -21,6 +21,7 @@
 #include "experiments/finalize/device_case.hpp"
 #include "experiments/finalize/verify.hpp"
 #include "kernels/external/flashinfer/flashinfer_chain.hpp"
+#include "kernels/finalize/finalize.hpp"
 #include "reference/activation.hpp"
 #include "reference/finalize.hpp"
 #include "reference/kokkos_env.hpp"
@@ -262,6 +263,34 @@ BOOST_AUTO_TEST_CASE(released_dispatcher_runs_the_kernel_its_rule_names) {
         auto const via_run = run_released(d, fi::Kernel::kDispatch, pdl, stream.get());
         auto const direct = run_released(d, lp.kernel, pdl, stream.get());
         BOOST_TEST((via_run == direct), "pdl " << pdl);
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(registry_entries_launch_the_released_kernels) {
+  // fi_* through finalize::run (what check and sweep finalize call) write the same bits as the
+  // adapter's own call, PDL on and off, on every edge case the kernel supports.
+  dev::Stream stream;
+  for (fi::Kernel k : {fi::Kernel::kScalar, fi::Kernel::kVecload, fi::Kernel::kSmallBatch,
+                       fi::Kernel::kDispatch}) {
+    auto const& v = finalize::variant(fi::kernel_name(k), "test");
+    for (Case const& c : edge_cases()) {
+      if (unsupported(k, c))
+        continue;
+      auto const host = host_case(c);
+      fin::DeviceCase d(host);
+      BOOST_TEST_CONTEXT(v.name << " " << describe(c)) {
+        for (bool pdl : {true, false}) {
+          finalize::Options o;
+          o.variant = &v;
+          o.pdl.pdl = pdl;
+          auto const via_registry = fin::run_bf16(d, o, stream.get());
+          auto const direct = run_released(d, k, pdl, stream.get());
+          BOOST_TEST((via_registry == direct), "pdl " << pdl);
+          BOOST_TEST(std::count(via_registry.begin(), via_registry.end(), std::uint16_t(0xffff)) ==
+                     0);
+        }
       }
     }
   }

@@ -2,7 +2,7 @@
 # The released FlashInfer kernels on the GPU machine, from the repository root (carry: .deps,
 # after scripts/fetch_released.sh and scripts/device_prepare.sh ran here: they put the few MB of
 # released sources and headers the build compiles into .deps/gpu/flashinfer). Everything lands
-# in $OUT (3 files):
+# in $OUT (6 files):
 #   released_log.txt       everything printed, a "[released Ns]" line per step, the summary last
 #   released_build.txt     moefin info --check; registers, spills and shared memory of every
 #                          released kernel as built for sm_90a (cuobjdump --dump-resource-usage,
@@ -12,9 +12,27 @@
 #                          fi_dispatch) against the Kokkos reference on poisoned outputs with PDL
 #                          on and off, the largest error per kernel, the dispatcher's choice,
 #                          graph capture
-# Takes about 4-5 minutes: the build ~3-4 (the released dev-kernel unit is the longest, about
-# 1.5 min on 16 cores), the tests under 1. RELEASED_BUDGET_S (default 540) bounds the whole call;
-# a step that no longer fits is skipped with a line saying so.
+#   released_check.h5      moefin check finalize of the released variants (fi_scalar,
+#                          fi_small_batch, fi_vecload, fi_dispatch) beside moefin's scalar,
+#                          small_batch, vecload over the seed's grid (4608 configurations, about
+#                          70 s) against the Kokkos reference (/finalize_check; at most 2 min)
+#   released_sweep.h5      moefin sweep finalize of moefin's and the released variants in the
+#                          same interleaved rounds, modes a, b, c, L2 hot (/finalize_sweep):
+#                          the seed's grid (H 1024 ... 7168 or $RELEASED_SWEEP_HIDDEN, every
+#                          top-K, the regime's token counts, bf16 and fp32 weights: 1152 shapes
+#                          x 6 variants, about 1.5 min (moefin's 6-variant sweep of the same
+#                          grid took 87 s on the H200); at most what is left of the budget (it
+#                          goes H by H, stops cleanly and says "incomplete")
+#   released_table.txt     moefin sweep finalize --table of it: the seed table for moefin's and
+#                          the released kernels (fi_small_batch vs fi_scalar), the ablation, and
+#                          the faithfulness (scalar / fi_scalar, small_batch / fi_small_batch,
+#                          vecload / fi_vecload per mode and top-K)
+# Takes about 7-8 minutes (one call): the build ~3-4 (the released dev-kernel unit is the
+# longest, about 1.5 min on 16 cores; seconds when build-device is current), the tests under 1,
+# the check about 1.2, the sweep about 1.5. RELEASED_BUDGET_S (default 540) bounds the whole call; a step that
+# no longer fits is skipped with a line saying so. The released variants are in this build's
+# registry (the package is there), so scripts/gpu/finalize.sh on the same build also runs them
+# in its default check and sweep lists.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 : "${OUT:?set OUT to the folder whose files come back}"
@@ -68,12 +86,52 @@ build=${MOEFIN_BUILD_DIR:-build-device}
 say "build facts: $(grep -cE 'REG' "$info") kernels listed"
 
 if (($(left) > 60)); then
-  say "test_flashinfer_gpu (limit $(($(left) - 30))s)"
-  timeout --signal=INT $(($(left) - 30)) "$build/tests/test_flashinfer_gpu" --log_level=message \
+  limit=$(($(left) - 30))
+  ((limit > 150)) && limit=150 # it takes under a minute; the rest is the check's and the sweep's
+  say "test_flashinfer_gpu (limit ${limit}s)"
+  timeout --signal=INT "$limit" "$build/tests/test_flashinfer_gpu" --log_level=message \
     >"$gpu" 2>&1
   say "test_flashinfer_gpu: exit $?"
 else
   say "test_flashinfer_gpu: skipped, $(left)s left"
+fi
+
+bin=$build/moefin
+check=$OUT/released_check.h5
+sweep=$OUT/released_sweep.h5
+table=$OUT/released_table.txt
+released=fi_scalar,fi_small_batch,fi_vecload
+moefin_roles=scalar,small_batch,vecload
+# Minutes for a step that leaves $2 seconds for what follows, at most $1 minutes.
+minutes_for() {
+  awk -v cap="$1" -v s="$(($(left) - $2))" 'BEGIN { m = s / 60; if (m > cap) m = cap;
+    printf "%.2f", m }'
+}
+enough() { awk -v m="$1" 'BEGIN { exit !(m >= 0.5) }'; }
+
+m=$(minutes_for 2 120)
+if enough "$m"; then
+  say "check finalize ($m min)"
+  "$bin" check finalize --variants "$released,fi_dispatch,$moefin_roles" --max-minutes "$m" \
+    --out "$check" >>"$log" 2>&1
+  rc=$?
+  say "check finalize: exit $rc ($(grep -h -E '^(check finalize:|incomplete)' "$log" | tail -1))"
+else
+  say "check finalize: skipped, $(left)s left"
+fi
+
+m=$(minutes_for 60 20)
+if enough "$m"; then
+  say "sweep finalize ($m min)"
+  hidden=()
+  [[ -n ${RELEASED_SWEEP_HIDDEN:-} ]] && hidden=(--hidden "$RELEASED_SWEEP_HIDDEN")
+  "$bin" sweep finalize --variants "$moefin_roles,$released" --modes a,b,c --l2 hot \
+    "${hidden[@]}" --max-minutes "$m" --out "$sweep" >>"$log" 2>&1
+  rc=$?
+  say "sweep finalize: exit $rc ($(grep -h -E '^(wrote|incomplete)' "$log" | tail -1))"
+  [[ -f $sweep ]] && "$bin" sweep finalize --table "$sweep" >"$table" 2>&1
+else
+  say "sweep finalize: skipped, $(left)s left"
 fi
 
 say "summary:"
@@ -81,5 +139,8 @@ say "summary:"
   grep -E "^running on|^max error|No errors detected|failure|error:|SKIPPED" "$gpu" 2>/dev/null |
     head -20
   tail -3 "$info"
+  grep -h -E "^(fi_|scalar|small_batch|vecload) .*[0-9]" "$log" 2>/dev/null | tail -8
+  [[ -f $table ]] && grep -A12 -E "^faithfulness, .*, mode a" "$table" | head -14
+  [[ -f $table ]] && grep -A12 -E "^fi_small_batch vs fi_scalar, mode a" "$table" | head -14
 } | tee -a "$log"
 say "done"
