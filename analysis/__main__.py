@@ -32,6 +32,9 @@ def _parser():
                    help="output directory (default: out/report)")
     r.add_argument("--published", default=str(PUBLISHED_DIR), metavar="DIR",
                    help=f"directory of the published CSVs (default: {PUBLISHED_DIR})")
+    r.add_argument("--timelines", choices=("representative", "all"), default="representative",
+                   help="per-CTA timeline figures: a few representative ones per family "
+                   "(default), or every one")
     r.add_argument("--chains", default=str(CHAINS_DIR), metavar="DIR",
                    help="directory of the chain descriptions whose `measured` blocks hold the "
                    f"H200 table of DESIGN.md section 3 (default: {CHAINS_DIR})")
@@ -44,7 +47,7 @@ def main(argv=None):
         report = build_report(args.inputs, args.published, log=print, chains_dir=args.chains)
         print(f"analysis: {len(report.files)} result file(s), {len(report.results)} measured "
               f"architecture(s): {', '.join(r.column.label for r in report.results) or 'none'}")
-        write_report(report, args.out, log=print)
+        write_report(report, args.out, log=print, timelines=args.timelines)
     except ResultFileError as e:
         print(f"analysis: error: {e}", file=sys.stderr)
         return 1

@@ -4,7 +4,7 @@ import pathlib
 from dataclasses import dataclass, field
 
 from . import CHAINS_DIR, PUBLISHED_DIR
-from .figures import build_figures
+from .figures import build_figures, stderr_progress
 from .loader import discover, load_result_file
 from .merging import CONDITION_ATTRS, merge
 from .pdl import load_design_table
@@ -66,7 +66,8 @@ def _merging(results):
                              f"conditions, kept side by side: " + "; ".join(labels) + ".")
         for group, n in sorted(r.replaced.items()):
             notes.append(f"{r.column.label} /{group}: {n} rows measured twice under the same "
-                         f"condition; the later file (date_utc) was used.")
+                         f"condition; the later file (date_utc) was used (`moefin compare OLD "
+                         f"NEW` sets the two runs against each other).")
     return notes
 
 
@@ -146,11 +147,15 @@ def _arch_section(report):
                        "files"], rows), ""]
 
 
-def write_report(report, out_dir, log=None):
-    """Writes report.md, tables/ and figures/ into out_dir; returns the report.md path."""
+def write_report(report, out_dir, log=None, timelines="representative",
+                 progress=stderr_progress):
+    """Writes report.md, tables/ and figures/ into out_dir (the names: FILES_WRITTEN); returns
+    the report.md path. timelines: 'representative' (a few per family) or 'all'; progress
+    gets a line per group of figures drawn."""
     out = pathlib.Path(out_dir)
     (out / "tables").mkdir(parents=True, exist_ok=True)
-    report.figures = build_figures(report.results, report.published, out / "figures")
+    report.figures = build_figures(report.results, report.published, out / "figures",
+                                   timelines=timelines, progress=progress)
     for t in report.tables:
         (out / "tables" / f"{t.name}.md").write_text(t.to_markdown(), encoding="utf-8")
         (out / "tables" / f"{t.name}.tex").write_text(t.to_latex(), encoding="utf-8")
@@ -173,10 +178,14 @@ def write_report(report, out_dir, log=None):
               "booktabs; `tables/all_tables.tex` inputs them all).", ""]
     for t in report.tables:
         lines += [f"### {t.name}", "", t.to_markdown()]
-    lines += ["## Figures", "", "PNG shown; the PDF beside each has the same name.", ""]
+    lines += ["## Figures", "", "PNG shown; the PDF beside each has the same name. Finalize "
+              "figures show mode b (producer -> finalize, the kernel's own effect) first, beside "
+              "mode a (back-to-back launches, the seed's protocol).", ""]
     for fi in report.figures:
         png = fi.paths[0].relative_to(out)
         lines += [f"### {fi.stem}", "", f"{fi.title}", "", f"![{fi.title}]({png.as_posix()})", ""]
+    lines += ["## Files of this report", ""] + [f"- `{n}`: {what}" for n, what in FILES_WRITTEN]
+    lines.append("")
     path = out / "report.md"
     path.write_text("\n".join(lines), encoding="utf-8")
     if log:
@@ -185,4 +194,16 @@ def write_report(report, out_dir, log=None):
     return path
 
 
-__all__ = ["Report", "build_report", "write_report"]
+# Every name the report writes under its output directory (also in data/README.md).
+FILES_WRITTEN = (
+    ("report.md", "this report: inputs, architectures, what is not measured, every table and "
+                  "figure"),
+    ("tables/<name>.md", "each table in Markdown (the names are the `###` headings above)"),
+    ("tables/<name>.tex", "the same table in LaTeX (booktabs)"),
+    ("tables/all_tables.tex", "inputs every table's .tex"),
+    ("figures/NN_<name>.png", "each figure, NN its place in the report (zero-padded, so the "
+                              "files sort in report order)"),
+    ("figures/NN_<name>.pdf", "the same figure as PDF"),
+)
+
+__all__ = ["Report", "build_report", "write_report", "FILES_WRITTEN"]

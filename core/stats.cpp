@@ -99,4 +99,70 @@ RatioEstimate paired_ratio(std::vector<double> const& numerator,
   return est;
 }
 
+namespace {
+
+/// The median of a resample of n positions into a sorted sample, as positions and a weight.
+template <class Pick> Pick median_pick(Rng& rng, std::size_t n, std::vector<std::uint32_t>& pos) {
+  pos.resize(n);
+  for (auto& p : pos)
+    p = static_cast<std::uint32_t>(rng.below(n));
+  std::sort(pos.begin(), pos.end());
+  double const at = 0.5 * static_cast<double>(n - 1);
+  auto const lo = static_cast<std::size_t>(std::floor(at));
+  auto const hi = std::min(lo + 1, n - 1);
+  return Pick{pos[lo], pos[hi], at - static_cast<double>(lo)};
+}
+
+} // namespace
+
+MedianRatioBootstrap::MedianRatioBootstrap(std::size_t n_num, std::size_t n_den, double confidence,
+                                           int resamples, std::uint64_t seed)
+    : n_num_(n_num), n_den_(n_den), confidence_(confidence) {
+  if (n_num == 0 || n_den == 0)
+    throw std::invalid_argument("MedianRatioBootstrap: empty sample");
+  if (!(confidence > 0.0 && confidence < 1.0))
+    throw std::invalid_argument("MedianRatioBootstrap: confidence must be in (0, 1)");
+  if (resamples < 1)
+    throw std::invalid_argument("MedianRatioBootstrap: resamples must be >= 1");
+  Rng rng(seed);
+  std::vector<std::uint32_t> pos;
+  for (int r = 0; r < resamples; ++r) {
+    num_.push_back(median_pick<Pick>(rng, n_num, pos));
+    den_.push_back(median_pick<Pick>(rng, n_den, pos));
+  }
+}
+
+RatioEstimate MedianRatioBootstrap::operator()(std::vector<double> const& numerator,
+                                               std::vector<double> const& denominator) const {
+  if (numerator.size() != n_num_ || denominator.size() != n_den_)
+    throw std::invalid_argument("MedianRatioBootstrap: samples of " +
+                                std::to_string(numerator.size()) + " and " +
+                                std::to_string(denominator.size()) + " values for a plan of " +
+                                std::to_string(n_num_) + " and " + std::to_string(n_den_));
+  require_valid(numerator, "ratio of medians numerator");
+  require_valid(denominator, "ratio of medians denominator");
+  std::vector<double> a = numerator, b = denominator;
+  std::sort(a.begin(), a.end());
+  std::sort(b.begin(), b.end());
+  RatioEstimate est;
+  est.n = std::min(a.size(), b.size());
+  double const den = sorted_quantile(b, 0.5);
+  if (!(den > 0.0) || !(sorted_quantile(a, 0.5) > 0.0))
+    throw std::invalid_argument("ratio of medians: non-positive median");
+  est.ratio = sorted_quantile(a, 0.5) / den;
+  std::vector<double> ratios(num_.size());
+  for (std::size_t r = 0; r < num_.size(); ++r) {
+    Pick const& p = num_[r];
+    Pick const& q = den_[r];
+    double const m = a[p.lo] + p.frac * (a[p.hi] - a[p.lo]);
+    double const d = b[q.lo] + q.frac * (b[q.hi] - b[q.lo]);
+    ratios[r] = m / d;
+  }
+  std::sort(ratios.begin(), ratios.end());
+  double const alpha = (1.0 - confidence_) / 2.0;
+  est.lo = sorted_quantile(ratios, alpha);
+  est.hi = sorted_quantile(ratios, 1.0 - alpha);
+  return est;
+}
+
 } // namespace moefin::stats

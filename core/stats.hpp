@@ -34,4 +34,30 @@ RatioEstimate paired_ratio(std::vector<double> const& numerator,
                            std::vector<double> const& denominator, double confidence = 0.95,
                            int resamples = 2000, std::uint64_t seed = 0x5eed);
 
+/// Ratio of the medians of two samples measured in different runs (nothing to pair them by),
+/// median(numerator) / median(denominator), with a percentile bootstrap interval that resamples
+/// each sample on its own. One plan serves every pair of the same sizes, so that comparing two
+/// files of thousands of rows draws the resamples once: resample r draws the numerator's
+/// positions (Rng::below, `n_num` draws), then the denominator's, both into the *sorted*
+/// samples; sorted positions make the resample's median (type 7, as `median`) a lookup. The
+/// interval is the type-7 quantile of the sorted resampled ratios at (1 -+ confidence) / 2.
+/// analysis/compare.py draws the same positions, so both give the same interval.
+class MedianRatioBootstrap {
+public:
+  MedianRatioBootstrap(std::size_t n_num, std::size_t n_den, double confidence = 0.95,
+                       int resamples = 2000, std::uint64_t seed = 0x5eed);
+  /// Throws std::invalid_argument on samples of other sizes, NaN or a non-positive median.
+  RatioEstimate operator()(std::vector<double> const& numerator,
+                           std::vector<double> const& denominator) const;
+
+private:
+  struct Pick {
+    std::uint32_t lo, hi; // positions into the sorted sample
+    double frac;          // median = x[lo] + frac * (x[hi] - x[lo])
+  };
+  std::size_t n_num_, n_den_;
+  double confidence_;
+  std::vector<Pick> num_, den_; // one per resample
+};
+
 } // namespace moefin::stats

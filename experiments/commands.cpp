@@ -7,6 +7,7 @@ std::vector<Command> const& commands() {
       {"info", "print the build and the GPU", cmd::info},
       {"demo", "the main job: what this machine can run, end to end", cmd::demo},
       {"show", "print what a result file holds (provenance, tables)", cmd::show},
+      {"compare", "before/after verdicts per configuration of two result files", cmd::compare},
       {"route", "a seeded routing and its permuted layout, to HDF5", cmd::route},
       {"reference finalize", "the Kokkos reference finalize over a routing, to HDF5",
        cmd::reference_finalize},

@@ -8,6 +8,7 @@ namespace moefin::cmd {
 int info(cli::Args const& args);
 int demo(cli::Args const& args);
 int show(cli::Args const& args);
+int compare(cli::Args const& args);
 int route(cli::Args const& args);
 int reference_finalize(cli::Args const& args);
 int verify(cli::Args const& args);

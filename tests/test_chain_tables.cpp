@@ -37,7 +37,9 @@ std::string published() {
 /// A /layer_sweep with the 4 configurations of two (shape, T) cells; times are made up so that
 /// new finalize is 1.05x and seed-after 1.02x.
 void write_layer_file(std::string const& path) {
-  auto f = h5::ResultWriter::create(path, h5::collect_provenance(1));
+  auto prov = h5::collect_provenance(1);
+  prov["gpu_name"] = "NVIDIA B200"; // the measured column is labelled with the file's GPU
+  auto f = h5::ResultWriter::create(path, prov);
   auto t = f.table("layer_sweep", chain_tables::layer_columns());
   for (std::int64_t T : {1, 8})
     for (std::string fin : {"new", "previous"})
@@ -94,9 +96,12 @@ BOOST_AUTO_TEST_CASE(layer_tables_print_measured_beside_published) {
   write_layer_file(d.file("layer.h5"));
   h5::ResultReader r(d.file("layer.h5"));
   std::ostringstream os;
-  chain_tables::print_layer_tables(r.read_table("layer_sweep"), published(), os);
+  chain_tables::print_layer_tables(r.read_table("layer_sweep"), published(),
+                                   r.provenance().at("gpu_name"), os);
   std::string const s = os.str();
   BOOST_TEST(contains(s, "new finalize vs previous"), s);
+  BOOST_TEST(contains(s, "NVIDIA B200 (measured)"), s);
+  BOOST_TEST(!contains(s, "H200"), s);
   BOOST_TEST(contains(s, "1.050x [1.040, 1.060]"), s);
   BOOST_TEST(contains(s, "1.085x"), s); // GB200 top-22 at 1 token, published
   BOOST_TEST(contains(s, "1.058x"), s); // Rubin top-22 ordering at 1 token
@@ -141,6 +146,8 @@ BOOST_AUTO_TEST_CASE(race_matrix_prints_one_cell_per_meta_and_delay) {
   auto const c = run("race --print " + d.file("race.h5"));
   BOOST_TEST(c.status == 0, c.out);
   BOOST_TEST(contains(c.out, "meta=before d=25000"), c.out);
+  // every header is followed by at least two spaces, even the widest
+  BOOST_TEST(contains(c.out, "meta=before d=25000  meta=after d=0"), c.out);
   BOOST_TEST(contains(c.out, "197/200 s198 R "), c.out);
   BOOST_TEST(contains(c.out, "0/200 s0 R "), c.out); // meta=before d=0: a race not seen
   BOOST_TEST(contains(c.out, "3/200 s0 ! "), c.out);

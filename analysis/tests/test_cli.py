@@ -15,14 +15,15 @@ def test_report_of_data_dir_has_the_published_columns_and_says_what_is_missing(d
     for col in ("GB200 (SM100) published", "GB300 (SM103) published", "Rubin (SM107) published"):
         assert f"| {col} |" in header
     measured = [load_result_file(p) for p in discover([DATA_DIR])]
-    for f in measured:  # every GPU with a committed file has its column
-        assert f"| {measured_column(*f.arch_key).label} |" in header
+    for f in measured:  # every GPU with a committed file has its columns, mode b first
+        label = measured_column(*f.arch_key).label
+        assert f"| {label} mode b | {label} mode a |" in header
     if not measured:
         assert "## Not measured yet" in md and "`moefin sweep finalize`" in md
     for name in ("finalize_speedup", "whole_layer_speedup", "pdl_ordering_speedup"):
         assert (out / "tables" / f"{name}.md").read_text().startswith("**")
         assert r"\toprule" in (out / "tables" / f"{name}.tex").read_text()
-    assert (out / "figures" / "finalize_speedup_bars.png").stat().st_size > 10000
+    assert (out / "figures" / "01_finalize_speedup_bars.png").stat().st_size > 10000
     assert "\\input{tables/finalize_speedup.tex}" in (out / "tables" / "all_tables.tex").read_text()
 
 

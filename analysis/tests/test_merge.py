@@ -8,8 +8,8 @@ from analysis import build_report, figures, load_result_file, merge, synthetic a
 from .conftest import B200_FACTOR
 
 
-def small_batch_median(K, factor):
-    vals = sorted(syn.known_speedup(H, T, K, w, "a", "hot", "small_batch", factor)
+def small_batch_median(K, factor, mode="a"):
+    vals = sorted(syn.known_speedup(H, T, K, w, mode, "hot", "small_batch", factor)
                   for H in syn.HIDDEN for T in syn.TOKENS if math.ceil(H / 256) * T < 1184
                   for w in ("bf16", "fp32"))
     n = len(vals)
@@ -21,17 +21,21 @@ def test_two_architectures_become_two_columns_beside_the_published(h200_file, b2
     assert [r.column.label for r in report.results] == ["H200 (SM90)", "B200 (SM100)"]
     t = report.table("finalize_speedup")
     # ordered by SM: the measured B200 stands beside the published GB200 (both SM100)
-    assert t.columns == ["H200 (SM90)", "B200 (SM100)", "GB200 (SM100) published",
+    assert t.columns == ["H200 (SM90) mode b", "H200 (SM90) mode a", "B200 (SM100) mode b",
+                         "B200 (SM100) mode a", "GB200 (SM100) published",
                          "GB300 (SM103) published", "Rubin (SM107) published"]
     for K in (8, 22):
-        assert t.cell(K, "H200 (SM90)").value == pytest.approx(small_batch_median(K, 1.0))
-        assert t.cell(K, "B200 (SM100)").value == pytest.approx(
-            small_batch_median(K, B200_FACTOR))
+        for mode in ("a", "b"):
+            assert t.cell(K, f"H200 (SM90) mode {mode}").value == \
+                pytest.approx(small_batch_median(K, 1.0, mode))
+            assert t.cell(K, f"B200 (SM100) mode {mode}").value == pytest.approx(
+                small_batch_median(K, B200_FACTOR, mode))
     layer = report.table("whole_layer_speedup")
     assert "B200 (SM100) (seed-after)" in layer.columns
     assert layer.cell((syn.LAYER_SHAPES[0][0], 1), "B200 (SM100) (seed-after)").value == \
         pytest.approx(syn.known_whole_speedup(8, 1, "seed-after", B200_FACTOR))
-    for name in ("ablation_b200_sm100", "times_b200_sm100", "race_summary_b200_sm100"):
+    for name in ("ablation_b200_sm100", "times_b200_sm100_mode_b", "times_b200_sm100_mode_a",
+                 "race_summary_b200_sm100"):
         report.table(name)
 
 
@@ -46,7 +50,7 @@ def test_same_architecture_merges_and_the_later_run_wins(tmp_path):
     assert r.replaced == {"finalize_sweep": len(load_result_file(new).tables["finalize_sweep"])}
     assert any("measured twice under the same condition" in m for m in report.merging)
     t = report.table("finalize_speedup")
-    assert t.cell(16, "H200 (SM90)").value == pytest.approx(small_batch_median(16, 1.3))
+    assert t.cell(16, "H200 (SM90) mode a").value == pytest.approx(small_batch_median(16, 1.3))
     # tables only the older file has are still there
     assert report.table("pdl_ordering_speedup").cell(
         (syn.LAYER_SHAPES[0][0], 8), "H200 (SM90) new finalize").value == \

@@ -29,12 +29,13 @@ def test_a_new_gpu_file_adds_a_column_and_panels(tmp_path):
     assert proc.returncode == 0, proc.stderr
     after = (tmp_path / "after" / "report.md").read_text()
     assert finalize_header(after) == (
-        "| top-K | H200 (SM90) | B200 (SM100) | GB200 (SM100) published | GB300 (SM103) published"
-        " | Rubin (SM107) published |")
+        "| top-K | H200 (SM90) mode b | H200 (SM90) mode a | B200 (SM100) mode b | B200 (SM100) "
+        "mode a | GB200 (SM100) published | GB300 (SM103) published | Rubin (SM107) published |")
     figures = tmp_path / "after" / "figures"
-    for stem in ("finalize_heatmap_b200_sm100", "finalize_time_b200_sm100_H2880"):
-        assert (figures / f"{stem}.png").stat().st_size > 10000
-        assert (figures / f"{stem}.pdf").is_file()
+    for name in ("finalize_heatmap_b200_sm100", "finalize_time_b200_sm100_H2880"):
+        (png,) = figures.glob(f"[0-9][0-9]_{name}.png")
+        assert png.stat().st_size > 10000
+        assert png.with_suffix(".pdf").is_file()
     assert "B200 (SM100) (seed-after)" in after  # whole-layer column
     assert "| B200 (SM100) | measured | NVIDIA B200 |" in after
     # what the B200 file lacks is said, what the H200 file has is not lost

@@ -58,13 +58,24 @@ def test_finalize_speedup_is_the_median_and_minimum_of_the_sweep_rows(out, K):
            & np.isin(t["weights"], ["bf16", "fp32"]))
     v = t["speedup_vs_scalar"][sel]
     assert len(v) > 10
-    assert cell(out, "finalize_speedup", [K], COLUMN) == f"{np.median(v):.2f}x ({v.min():.2f}x)"
+    assert cell(out, "finalize_speedup", [K], f"{COLUMN} mode a") == \
+        f"{np.median(v):.2f}x ({v.min():.2f}x)"
+    # mode b, the producer -> finalize chain, stands first, beside it
+    b = t["speedup_vs_scalar"][((t["K"] == K) & (t["mode"] == "b") & (t["l2"] == "hot")
+                                & (t["variant"] == "small_batch") & (t["in_regime"] == 1)
+                                & np.isin(t["weights"], ["bf16", "fp32"]))]
+    assert cell(out, "finalize_speedup", [K], f"{COLUMN} mode b") == \
+        f"{np.median(b):.2f}x ({b.min():.2f}x)"
+    header, _ = table(out, "finalize_speedup")
+    assert header.index(f"{COLUMN} mode b") + 1 == header.index(f"{COLUMN} mode a")
 
 
 def test_launch_floor_and_peer_ratio(out):
     floor, _ = rows_of(H200 / "h200_finalize_sweep.h5", "launch_floor")
     a = float(np.median(floor["median_us"][floor["mode"] == "a"]))
-    assert cell(out, "times_h200_sm90", [8], "launch floor us") == f"{a:.2f}"
+    assert cell(out, "times_h200_sm90_mode_a", [8], "launch floor us") == f"{a:.2f}"
+    b = float(np.median(floor["median_us"][floor["mode"] == "b"]))
+    assert cell(out, "times_h200_sm90_mode_b", [8], "launch floor us") == f"{b:.2f}"
     # torch_gather over small_batch at K = 16, mode c: per shape, the ratio of the medians
     sweep, _ = rows_of(H200 / "h200_finalize_sweep.h5", "finalize_sweep")
     peers, _ = rows_of(H200 / "h200_finalize_peers.h5", "finalize_sweep")
@@ -145,7 +156,7 @@ def test_race_figure_has_a_panel_per_carveout_and_the_gantt_shows_them(out):
     t, _ = rows_of(H200 / "h200_race_carveout_default.h5", "race_matrix")
     md = (out / "report.md").read_text()
     for preset in sorted(set(t["preset"])):
-        png = out / "figures" / f"race_matrix_h200_sm90_{preset.replace('-', '_')}.png"
+        (png,) = (out / "figures").glob(f"*_race_matrix_h200_sm90_{preset.replace('-', '_')}.png")
         image = mpimg.imread(png)
         assert image.shape[1] > 1600, png  # two panels side by side (one is about 1250 px)
     with h5py.File(H200 / "h200_race_carveout_default.h5", "r") as f:
@@ -197,3 +208,38 @@ def test_noise_and_finalize_check(out):
             str(check["pass"][m].sum())
         assert cell(out, "finalize_check_h200_sm90", [variant], "max rel_err") == \
             f"{check['rel_err'][m].max():.1e}"
+
+
+def test_report_renders_a_few_representative_timelines_and_says_so(data_report, out):
+    proc, _ = data_report
+    from analysis import build_report, figures
+    report = build_report([DATA_DIR])
+    (r,) = report.results
+    groups = figures.timeline_groups(r)
+    every, _ = figures.figure_jobs(report.results, report.published, "all")
+    few, note = figures.figure_jobs(report.results, report.published, "representative")
+    n_all = sum(1 for j in every if j[0] == "timelines")
+    n_few = sum(1 for j in few if j[0] == "timelines")
+    assert n_all == len(groups) and 0 < n_few < n_all
+    assert note == (f"timelines: {n_few} of {n_all} configurations drawn (representative ones; "
+                    f"--timelines all draws every one)")
+    # progress lines on stderr, one per group of figures, with counts
+    for group in ("finalize", "race matrices", "timelines"):
+        assert f"analysis: figures: {group}: " in proc.stderr
+    assert note in proc.stderr
+    # a layer-sweep figure holds the new finalize beside the previous one
+    layer = [(k, e) for k, e in groups if "placement=" in k]
+    assert layer and all([tl.attrs["key"].split("finalize=")[1].split(",")[0]
+                          for _, tl in e] == ["new", "previous"] for _, e in layer)
+    drawn = [f for f in (out / "figures").glob("*_timeline_*.png")]
+    assert len(drawn) == n_few
+    t, _ = rows_of(H200 / "h200_chain_layer_sweep.h5", "layer_sweep")
+    with h5py.File(H200 / "h200_chain_layer_sweep.h5", "r") as f:
+        stamped = {f[g].attrs["key"] for g in f if g.startswith("timeline_layer_")}
+    stamped = {k.decode() if isinstance(k, bytes) else str(k) for k in stamped}
+    new = (t["finalize"] == "new") & np.isin(t["key"], sorted(stamped))
+    worst = t["key"][new][np.argmin(t["speedup_finalize"][new])]
+    shape, tokens, _, place = worst.split(",")
+    name = f"{shape.split('=')[1]}_{tokens}_{place}".replace("/", "_").replace("=", "_")
+    # the configuration the new finalize helps least is among the representative ones
+    assert any(p.stem.endswith(name.replace("-", "_")) for p in drawn), (worst, drawn)

@@ -46,16 +46,18 @@ def check_cell(cell, value, low=None, text=None):
 
 def test_finalize_table_has_the_seed_format_and_known_values(report_h200):
     t = report_h200.table("finalize_speedup")
-    assert t.columns == [H200] + list(PUBLISHED)
+    # mode b (producer -> finalize) first, beside mode a (the seed's protocol)
+    assert t.columns == [f"{H200} mode b", f"{H200} mode a"] + list(PUBLISHED)
     assert [k[0] for k, _ in t.rows] == [1, 2, 4, 6, 8, 10, 16, 22, 32]
-    for K in syn.TOPK:
-        med, low = median_min([syn.known_speedup(H, T, K, w, "a", "hot", "small_batch")
-                               for H, T, w in configs()])
-        text = f"{med:.2f}x ({low:.2f}x)"
-        if K <= 4:  # the synthetic dispatcher, like the seed's, keeps K <= 4 on scalar
-            text = "kept on scalar; small_batch " + text
-        check_cell(t.cell(K, H200), med, low, text)
-        assert t.cell(K, H200).n == len(configs())
+    for mode in ("b", "a"):
+        for K in syn.TOPK:
+            med, low = median_min([syn.known_speedup(H, T, K, w, mode, "hot", "small_batch")
+                                   for H, T, w in configs()])
+            text = f"{med:.2f}x ({low:.2f}x)"
+            if K <= 4:  # the synthetic dispatcher, like the seed's, keeps K <= 4 on scalar
+                text = "kept on scalar; small_batch " + text
+            check_cell(t.cell(K, f"{H200} mode {mode}"), med, low, text)
+            assert t.cell(K, f"{H200} mode {mode}").n == len(configs())
 
 
 def test_finalize_table_published_columns_are_the_csv(report_h200):
@@ -101,27 +103,29 @@ def test_ablation_table_gives_each_ingredient_its_gain(report_h200):
     assert t.cell(8, "early trigger (a)").value > t.cell(8, "early trigger (b)").value
 
 
-def expected_median_us(H, T, K, w, variant):
-    s = syn.known_speedup(H, T, K, w, "a", "hot", variant)
+def expected_median_us(H, T, K, w, variant, mode="a"):
+    s = syn.known_speedup(H, T, K, w, mode, "hot", variant)
     jit = syn.JITTER if variant != "scalar" else (1.0, 1.0, 1.0)
     return float(np.median([syn.scalar_time_us(H, T, K) * (1 + 0.01 * i) / (s * j)
                             for i, j in enumerate(jit)]))
 
 
-def test_time_table_against_the_launch_floor(report_h200):
-    t = report_h200.table("times_h200_sm90")
-    floor = syn.known_floor_us("a")
+@pytest.mark.parametrize("mode", ["b", "a"])
+def test_time_table_against_the_launch_floor(report_h200, mode):
+    t = report_h200.table(f"times_h200_sm90_mode_{mode}")
+    floor = syn.known_floor_us(mode)
     gbps = max(g for _, g in syn.COPY_BANDWIDTH)
     assert f"({floor:.2f} us)" in t.notes[0] and f"({gbps:.0f} GB/s)" in t.notes[0]
     for K in syn.TOPK:
         for v in ("scalar", "vecload", "small_batch"):
-            med, low = median_min([expected_median_us(H, T, K, w, v) for H, T, w in configs()])
+            med, low = median_min([expected_median_us(H, T, K, w, v, mode)
+                                   for H, T, w in configs()])
             check_cell(t.cell(K, f"{v} us"), med, low, f"{med:.2f} ({low:.2f})")
         check_cell(t.cell(K, "launch floor us"), floor, text=f"{floor:.2f}")
         med, low = median_min([syn.finalize_bytes(H, T, K, w) / (gbps * 1e3)
                                for H, T, w in configs()])
         check_cell(t.cell(K, "bytes/bandwidth us"), med, low)
-        med, low = median_min([expected_median_us(H, T, K, w, "small_batch") / floor
+        med, low = median_min([expected_median_us(H, T, K, w, "small_batch", mode) / floor
                                for H, T, w in configs()])
         check_cell(t.cell(K, "small_batch / launch floor"), med, low, f"{med:.2f}x ({low:.2f}x)")
 

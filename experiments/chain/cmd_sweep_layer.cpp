@@ -48,7 +48,8 @@ int sweep_layer(cli::Args const& args) {
   std::string const published = vm["published"].as<std::string>();
   if (vm.count("print")) {
     h5::ResultReader reader(vm["print"].as<std::string>());
-    chain_tables::print_layer_tables(reader.read_table("layer_sweep"), published, std::cout);
+    chain_tables::print_layer_tables(reader.read_table("layer_sweep"), published,
+                                     reader.provenance().at("gpu_name"), std::cout);
     return kExitOk;
   }
   auto const shapes = chain::parse_shapes(vm["shapes"].as<std::string>(), "--shapes");
@@ -182,7 +183,8 @@ int sweep_layer(cli::Args const& args) {
   }
   progress.finish();
   h5::ResultReader reader(file.path());
-  chain_tables::print_layer_tables(reader.read_table("layer_sweep"), published, std::cout);
+  chain_tables::print_layer_tables(reader.read_table("layer_sweep"), published,
+                                   reader.provenance().at("gpu_name"), std::cout);
   return kExitOk;
 #else
   throw DeviceError("sweep layer needs a CUDA build (this moefin was built without CUDA)");

@@ -17,6 +17,7 @@
 #include "experiments/commands.hpp"
 #include "experiments/finalize/cases.hpp"
 #include "experiments/finalize/grid.hpp"
+#include "experiments/finalize/sweep_estimate.hpp"
 #include "experiments/harness/progress.hpp"
 #include "experiments/harness/run_limit.hpp"
 #include "experiments/harness/timing_rounds.hpp"
@@ -48,47 +49,20 @@ struct SweepConfig {
   int rounds = 5, launches = 100;
 };
 
-std::int64_t weight_bytes(finalize::WeightType w) {
-  return w == finalize::WeightType::kNone ? 0 : w == finalize::WeightType::kBf16 ? 2 : 4;
-}
-
-/// Rough per-launch cost model (microseconds) for the time estimate only: a launch floor, the
-/// scalar kernel's K dependent load pairs, bytes at a fraction of HBM bandwidth.
-double model_launch_us(Shape const& s, std::string const& variant) {
-  double const bytes =
-      static_cast<double>(s.tokens * s.top_k * s.hidden * 2 + s.tokens * s.hidden * 2 +
-                          s.tokens * s.top_k * (4 + weight_bytes(s.weights)));
-  double us = 2.2 + bytes / 2.5e6;
-  if (variant == "scalar")
-    us += 0.3 * static_cast<double>(s.top_k);
-  return us;
-}
-
-double model_gemm_bytes(Shape const& s) {
-  double const pairs = static_cast<double>(s.tokens * s.top_k);
-  double const rows = pairs + std::min(pairs, static_cast<double>(fin::kExperts)) *
-                                  (static_cast<double>(fin::kTile) - 1) / 2;
-  return rows * static_cast<double>(s.hidden) * 2;
-}
-
-/// Seconds one shape takes on an H200-class GPU, all modes and variants (rough).
-double model_shape_s(Shape const& s, SweepConfig const& c) {
-  double total = 0.005 + model_gemm_bytes(s) / 1e9; // inputs built on the host and copied
-  double sum_us = 0;
+/// The cost model's view of the sweep (experiments/finalize/sweep_estimate.hpp).
+fin::SweepPlan plan_of(SweepConfig const& c, int repeat_shapes, std::int64_t l2_bytes) {
+  fin::SweepPlan p;
+  p.shapes = c.shapes;
+  p.modes = c.modes;
+  p.l2s = c.l2s;
   for (auto const& v : c.variants)
-    sum_us += model_launch_us(s, v.name);
-  double const n = c.launches, r = c.rounds + 1;
-  double const producer_us = 2.0 + 2 * model_gemm_bytes(s) / 3.0e6;
-  auto const graphs = static_cast<double>(c.variants.size());
-  for (auto const& m : c.modes)
-    for (auto const& l2 : c.l2s) {
-      if (m == "b" && l2 == "cold")
-        continue;
-      bool const b = m == "b";
-      double const steps_us = sum_us + (b ? (graphs + 1) * producer_us : 0);
-      total += r * n * steps_us * 1e-6 + (graphs + (b ? 1 : 0)) * (0.4e-3 + n * (b ? 6e-6 : 3e-6));
-    }
-  return total;
+    p.variants.push_back(v.name);
+  p.rounds = c.rounds;
+  p.launches = c.launches;
+  p.repeat_shapes = repeat_shapes;
+  if (l2_bytes > 0)
+    p.l2_bytes = l2_bytes;
+  return p;
 }
 
 std::string mode_key(Shape const& s, std::string const& mode, std::string const& l2,
@@ -436,7 +410,8 @@ public:
 #endif
 
 int sweep_finalize(cli::Args const& args) {
-  cli::po::options_description desc("sweep finalize options");
+  cli::po::options_description desc(std::string("sweep finalize options\n") + fin::kEstimateHelp +
+                                    "\n\noptions");
   fin::GridFlags g;
   std::string modes, l2, variants, published;
   std::vector<std::string> table_files;
@@ -456,7 +431,8 @@ int sweep_finalize(cli::Args const& args) {
       "stop cleanly before this many minutes (0: no limit); continue with --resume")(
       "repeat-shapes", cli::po::value(&repeat_shapes)->default_value(8),
       "after a complete grid, measure this many shapes again into /finalize_repeat (noise), 0..64")(
-      "estimate", "print the grid size and the expected time, then exit (no GPU needed)")(
+      "estimate", "print the rows and the expected time (model above), then exit (no GPU "
+                  "needed); warns when the selection measures nothing")(
       "table", cli::po::value(&table_files)->multitoken(),
       "print the seed-format tables of these result files and exit (no GPU needed)")(
       "published", cli::po::value(&published)->default_value(fin::default_published_csv()),
@@ -486,18 +462,21 @@ int sweep_finalize(cli::Args const& args) {
   c.rounds = rounds;
   c.launches = launches;
 
-  double model_s = 0;
-  for (auto const& s : c.shapes)
-    model_s += model_shape_s(s, c);
-  std::size_t combos = 0;
-  for (auto const& m : c.modes)
-    for (auto const& l : c.l2s)
-      combos += !(m == "b" && l == "cold");
-  std::printf("sweep finalize: %zu shapes x %zu mode/L2 combinations x %zu variants = %zu rows; "
-              "%d rounds of %d launches; expected ~%.1f min on an H200-class GPU (rough model; "
-              "the progress lines give the real pace)\n",
-              c.shapes.size(), combos, c.variants.size(),
-              c.shapes.size() * combos * c.variants.size(), rounds, launches, model_s / 60);
+  // The estimate assumes this machine's GPU (its L2 decides which cold shapes are measured).
+  DeviceInfo const here = query_device();
+  fin::SweepPlan const plan = plan_of(c, repeat_shapes, here.present ? here.l2_bytes : 0);
+  fin::SweepEstimate const estimate = fin::estimate_sweep(plan);
+  std::cout << fin::estimate_text(plan, estimate);
+  if (estimate.empty()) {
+    std::string const why = "--modes " + modes + " --l2 " + l2 +
+                            " selects nothing to measure (every cell is skipped: see the notes); "
+                            "add --l2 hot or another mode";
+    if (vm.count("estimate")) {
+      std::cerr << "moefin: warning: " << why << "\n";
+      return kExitOk;
+    }
+    throw InputError(why);
+  }
   if (vm.count("estimate"))
     return kExitOk;
 
@@ -537,7 +516,7 @@ int sweep_finalize(cli::Args const& args) {
         progress.step(fin::shape_key(s), true);
         continue;
       }
-      double const model = model_shape_s(s, c);
+      double const model = fin::shape_seconds(s, plan);
       if (!limit.allows(model * pace())) {
         left = c.shapes.size() - i;
         break;
@@ -560,7 +539,7 @@ int sweep_finalize(cli::Args const& args) {
         auto const& s = c.shapes[j * c.shapes.size() / m];
         if (done(s, rep))
           continue;
-        if (!limit.allows(model_shape_s(s, c) * pace())) {
+        if (!limit.allows(fin::shape_seconds(s, plan) * pace())) {
           left = m - j;
           break;
         }

@@ -17,7 +17,8 @@ namespace moefin::cmd {
 
 int info(cli::Args const& args) {
   cli::po::options_description desc("info options");
-  desc.add_options()("check", "also run a device round trip (PDL producer/consumer) and verify it");
+  desc.add_options()("check", "also run a device round trip (PDL producer/consumer) and verify "
+                              "it; exits 1 when there is no usable GPU (to gate GPU jobs)");
   cli::po::variables_map vm;
   if (!cli::parse("info", "[--check]", desc, args, vm))
     return kExitOk;
@@ -40,6 +41,10 @@ int info(cli::Args const& args) {
   DeviceInfo const d = query_device();
   if (!d.present) {
     std::cout << "GPU: no CUDA device (" << d.reason << ")\n";
+    if (vm.count("check")) {
+      std::cout << "device check: FAILED, no usable GPU (" << d.reason << ")\n";
+      return kExitFailure;
+    }
     return kExitOk;
   }
   std::cout << "GPU 0: " << d.name << "\n"
@@ -59,6 +64,11 @@ int info(cli::Args const& args) {
     bool const ok = run_device_smoke(&detail);
     std::cout << "device check: " << (ok ? "ok, " : "FAILED, ") << detail << "\n";
     return ok ? kExitOk : kExitFailure;
+  }
+#else
+  if (vm.count("check")) {
+    std::cout << "device check: FAILED, this moefin was built without CUDA\n";
+    return kExitFailure;
   }
 #endif
   return kExitOk;

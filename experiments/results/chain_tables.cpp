@@ -143,15 +143,23 @@ void print_race_matrix(h5::Table const& t, std::ostream& os) {
   std::size_t wrow = 20;
   for (auto const& r : rows)
     wrow = std::max(wrow, r.size() + 2);
+  // Each column as wide as its widest header or cell plus two spaces, so headers never touch.
+  std::map<std::string, std::size_t> wcol;
+  for (auto const& c : cols) {
+    wcol[c] = c.size() + 2;
+    for (auto const& r : rows)
+      if (cells[r].count(c))
+        wcol[c] = std::max(wcol[c], cells[r][c].size() + 2);
+  }
   os << pad("configuration (triggers of permute, gemm1, act, gemm2)", wrow);
   for (auto const& c : cols)
-    os << pad(c, 18);
+    os << pad(c, wcol[c]);
   os << "\n";
   for (auto const& r : rows) {
     os << pad(r, wrow);
     for (auto const& c : cols) {
       auto const it = cells[r].find(c);
-      os << pad(it == cells[r].end() ? "." : it->second, 18);
+      os << pad(it == cells[r].end() ? "." : it->second, wcol[c]);
     }
     os << "\n";
   }
@@ -221,12 +229,15 @@ struct LayerKey {
 
 void print_one(h5::Table const& t, std::vector<Published> const& pub, std::string const& title,
                std::string const& finalize, std::string const& placement,
-               std::string const& ratio_col, std::string const& published_name, std::ostream& os) {
+               std::string const& ratio_col, std::string const& published_name,
+               std::string const& gpu, std::ostream& os) {
   os << title << "\n";
   std::set<std::string> archs;
   for (auto const& p : pub)
     archs.insert(p.arch);
-  os << pad("shape", 26) << pad("tokens", 8) << pad("H200 (measured)", 26);
+  std::string const measured = gpu + " (measured)";
+  std::size_t const wm = std::max<std::size_t>(26, measured.size() + 2);
+  os << pad("shape", 26) << pad("tokens", 8) << pad(measured, wm);
   for (auto const& a : archs)
     os << pad(a + " (pub.)", 14);
   os << "\n";
@@ -237,7 +248,7 @@ void print_one(h5::Table const& t, std::vector<Published> const& pub, std::strin
     double const r = t.reals.at(ratio_col)[i];
     std::string m = fixed(r, 3) + "x [" + fixed(t.reals.at(ratio_col + "_lo")[i], 3) + ", " +
                     fixed(t.reals.at(ratio_col + "_hi")[i], 3) + "]";
-    os << pad(t.strings.at("shape")[i], 26) << pad(std::to_string(T), 8) << pad(m, 26);
+    os << pad(t.strings.at("shape")[i], 26) << pad(std::to_string(T), 8) << pad(m, wm);
     for (auto const& a : archs) {
       std::string cell = "-";
       for (auto const& p : pub)
@@ -255,13 +266,14 @@ void print_one(h5::Table const& t, std::vector<Published> const& pub, std::strin
 
 } // namespace
 
-void print_layer_tables(h5::Table const& t, std::string const& published_dir, std::ostream& os) {
+void print_layer_tables(h5::Table const& t, std::string const& published_dir,
+                        std::string const& gpu, std::ostream& os) {
   auto const whole = read_published(published_dir + "/whole_op_speedup.csv");
   auto const order = read_published(published_dir + "/pdl_ordering_speedup.csv");
   print_one(t, whole, "Whole layer, new finalize vs previous (seed-after placement, PDL on)", "new",
-            "seed-after", "speedup_finalize", "whole_op_speedup.csv", os);
+            "seed-after", "speedup_finalize", "whole_op_speedup.csv", gpu, os);
   print_one(t, order, "Whole layer, PDL ordering seed-after vs seed-before (new finalize, PDL on)",
-            "new", "seed-after", "speedup_placement", "pdl_ordering_speedup.csv", os);
+            "new", "seed-after", "speedup_placement", "pdl_ordering_speedup.csv", gpu, os);
   os << pad("shape", 26) << pad("tokens", 8) << pad("finalize", 10) << pad("placement", 13)
      << pad("kernel", 13) << pad("median_us", 11) << "min_us\n";
   for (std::size_t i = 0; i < t.rows; ++i)

@@ -35,8 +35,10 @@ std::vector<Published> read_published(std::string const& path);
 
 /// The seed-format tables from /layer_sweep: new vs previous finalize (seed-after placement)
 /// beside whole_op_speedup.csv, and seed-after vs seed-before (new finalize) beside
-/// pdl_ordering_speedup.csv; `published_dir` holds both CSVs.
-void print_layer_tables(h5::Table const& t, std::string const& published_dir, std::ostream& os);
+/// pdl_ordering_speedup.csv; `published_dir` holds both CSVs; `gpu` (the file's root attribute
+/// gpu_name) labels the measured column.
+void print_layer_tables(h5::Table const& t, std::string const& published_dir,
+                        std::string const& gpu, std::ostream& os);
 
 /// data/published of the source tree (compiled in), or ./data/published when that is missing.
 std::string default_published_dir();
