@@ -210,7 +210,11 @@ Published read_published(std::string const& csv) {
       pub.kept.insert(std::stoll(line.substr(0, line.find(','))));
     }
   }
-  pub.note = "* published with the seed (" + csv +
+  // The source tree's own CSV is named relative to it, so the text does not depend on where the
+  // tree is checked out.
+  std::string const root = std::string(MOEFIN_SOURCE_DIR) + "/";
+  std::string const shown = csv.rfind(root, 0) == 0 ? csv.substr(root.size()) : csv;
+  pub.note = "* published with the seed (" + shown +
              "), measured on Blackwell parts by the change's authors; kept: the seed keeps the "
              "previous kernel for this top-K";
   return pub;
