@@ -41,6 +41,12 @@ DeviceInfo query_device(int ordinal) {
     cudaGetLastError(); // clear the sticky-free error so later calls start clean
     return info;
   }
+  // A sharded run picks its GPU first (core/device_pick.hpp); everything after reports that one.
+  if (ordinal == kCurrentDevice && cudaGetDevice(&ordinal) != cudaSuccess) {
+    cudaGetLastError();
+    ordinal = 0;
+  }
+  info.ordinal = ordinal;
   if (ordinal < 0 || ordinal >= count) {
     info.reason =
         "device " + std::to_string(ordinal) + " requested, " + std::to_string(count) + " present";

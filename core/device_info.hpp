@@ -25,8 +25,11 @@ struct DeviceInfo {
   std::string arch() const;               // "sm_90", or "none"
 };
 
+/// The device this thread made current (cudaSetDevice; device 0 when none was set).
+inline constexpr int kCurrentDevice = -1;
+
 /// Queries device `ordinal`. Never throws: a missing driver or device gives present == false.
-DeviceInfo query_device(int ordinal = 0);
+DeviceInfo query_device(int ordinal = kCurrentDevice);
 
 /// "13.0" from 13000; "none" for 0.
 std::string cuda_version_string(int encoded);

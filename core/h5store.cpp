@@ -60,15 +60,6 @@ private:
   herr_t (*close_)(hid_t) = nullptr;
 };
 
-std::string utc_now() {
-  std::time_t const t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 std::string host_name() {
   char buf[256] = {0};
   if (gethostname(buf, sizeof(buf) - 1) != 0)
@@ -378,6 +369,15 @@ std::shared_ptr<File> open_checked(std::string const& path, unsigned flags) {
 
 // ---------------------------------------------------------------------------------------------
 // Provenance
+
+std::string utc_now() {
+  std::time_t const t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
 
 void set_command_line(int argc, char** argv) {
   std::string s;

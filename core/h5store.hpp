@@ -57,6 +57,9 @@ using Provenance = std::map<std::string, std::string>;
 /// Provenance of this process: version, commit, command line, seed, UTC date, host and the GPU.
 Provenance collect_provenance(std::uint64_t seed);
 
+/// Now in UTC, ISO 8601 ("2026-12-02T09:30:00Z"): the form of date_utc.
+std::string utc_now();
+
 /// The command line recorded in provenance; set once by main().
 void set_command_line(int argc, char** argv);
 std::string const& command_line();

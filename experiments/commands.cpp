@@ -25,6 +25,10 @@ std::vector<Command> const& commands() {
        cmd::sweep_layer},
       {"pdl-probe", "producer/middle/consumer chains of DESIGN.md 3: stale reads on this GPU",
        cmd::pdl_probe},
+      {"merge", "the shard files of a sharded sweep (--shard, launchers) into one result file",
+       cmd::merge},
+      {"sweep synthetic", "host-only sweep of seeded values: --shard, launchers, merge, no GPU",
+       cmd::sweep_synthetic},
   };
   return list;
 }

@@ -20,5 +20,7 @@ int equivalence(cli::Args const& args);
 int race(cli::Args const& args);
 int sweep_layer(cli::Args const& args);
 int pdl_probe(cli::Args const& args);
+int merge(cli::Args const& args);
+int sweep_synthetic(cli::Args const& args);
 
 } // namespace moefin::cmd

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs what moefin needs on a fresh Debian machine and is quick when everything is there:
-# the Debian packages (compilers' libraries: Kokkos, HDF5, Boost, nlohmann-json), the Python
-# virtual environment .venv for analysis/ from the pinned requirements.txt, and the released
-# FlashInfer packages and disassembly tools (scripts/fetch_released.sh).
+# the Debian packages (compilers' libraries: Kokkos, HDF5, Boost, nlohmann-json; OpenMPI's
+# launcher, which the sharded-sweep tests start moefin with), the Python virtual environment
+# .venv for analysis/ from the pinned requirements.txt, and the released FlashInfer packages and
+# disassembly tools (scripts/fetch_released.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(cmake g++ make libtrilinos-kokkos-dev libhdf5-dev hdf5-tools
-          libboost-program-options-dev libboost-test-dev nlohmann-json3-dev)
+          libboost-program-options-dev libboost-test-dev nlohmann-json3-dev openmpi-bin)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

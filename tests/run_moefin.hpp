@@ -16,9 +16,9 @@ struct Result {
   std::string out; // stdout and stderr together
 };
 
-/// Runs the moefin binary with `args` (shell words), capturing its output and exit status.
-inline Result run(std::string const& args) {
-  std::string const cmd = std::string(MOEFIN_BINARY) + " " + args + " 2>&1";
+/// Runs a shell command line, capturing its output (stdout and stderr) and exit status.
+inline Result shell(std::string const& command) {
+  std::string const cmd = "(" + command + ") 2>&1";
   Result r;
   FILE* p = ::popen(cmd.c_str(), "r");
   BOOST_REQUIRE(p != nullptr);
@@ -29,6 +29,11 @@ inline Result run(std::string const& args) {
   int const st = ::pclose(p);
   r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
   return r;
+}
+
+/// Runs the moefin binary with `args` (shell words), capturing its output and exit status.
+inline Result run(std::string const& args) {
+  return shell(std::string(MOEFIN_BINARY) + " " + args);
 }
 
 inline bool contains(std::string const& s, std::string const& sub) {

@@ -13,6 +13,7 @@
 #include "experiments/finalize/grid.hpp"
 #include "experiments/finalize/verify.hpp"
 #include "experiments/harness/progress.hpp"
+#include "experiments/harness/shard_run.hpp"
 #include "experiments/harness/run_limit.hpp"
 
 #ifdef MOEFIN_HAVE_CUDA
@@ -54,6 +55,13 @@ bool needs_128bit(NamedVariant const& v) {
   return v.entry->needs_128bit_rows;
 }
 
+/// Rough seconds of one (shape, routing) case, for the shard partition only: a fixed part, the
+/// host references over T x H x (K + 1) elements, and each variant's run and comparison.
+double check_cost_s(fin::Shape const& s, std::size_t variants) {
+  double const elems = static_cast<double>(s.tokens * s.hidden * (s.top_k + 1));
+  return 0.004 + 6e-9 * elems + static_cast<double>(variants) * (2e-5 + 1e-9 * elems);
+}
+
 struct VariantTotals {
   std::int64_t rows = 0, failed = 0, ulp_max = 0;
   double rel_err_max = 0;
@@ -80,11 +88,13 @@ int check_finalize(cli::Args const& args) {
       "bf16: max error relative to the output's peak")(
       "max-minutes", cli::po::value(&max_minutes)->default_value(0),
       "stop cleanly before this many minutes (0: no limit); continue with --resume");
+  harness::add_shard_option(desc);
   cli::add_output_options(desc, "out/finalize_check.h5");
   cli::po::variables_map vm;
   if (!cli::parse("check finalize",
                   "[--hidden LIST] [--tokens LIST|regime] [--top-k LIST] [--weights LIST] "
-                  "[--routings LIST] [--variants LIST] [--out FILE | --resume FILE]",
+                  "[--routings LIST] [--variants LIST] [--shard I/N|env] "
+                  "[--out FILE | --resume FILE]",
                   desc, args, vm))
     return kExitOk;
   cli::check_range<std::int64_t>("--hidden-pad", pad, 0, 1024);
@@ -102,16 +112,28 @@ int check_finalize(cli::Args const& args) {
   }
   if (cases.empty())
     throw InputError("--routings: none of '" + routings + "' is available");
+  // One configuration per (shape, routing), shape-major: index = shape * cases + case.
+  std::vector<harness::PlannedConfig> planned;
+  for (auto const& shape : shapes)
+    for (auto const& rc : cases)
+      planned.push_back(
+          {fin::shape_key(shape) + ",routing=" + rc.name, check_cost_s(shape, vlist.size())});
+  harness::ShardedRun run("check finalize", vm, std::move(planned),
+                          "variants=" + variants + ";hidden_pad=" + std::to_string(pad) +
+                              ";tolerance=" + cli::to_text(tolerance));
+  if (run.active())
+    std::cout << run.summary() << "\n";
 
 #ifndef MOEFIN_HAVE_CUDA
   throw DeviceError("check finalize: this moefin was built without CUDA");
 #else
+  if (run.use_device().selected)
+    std::cout << run.summary() << "\n";
   DeviceInfo const dinfo = query_device();
   if (!dinfo.present)
     throw DeviceError("check finalize needs a CUDA device: " + dinfo.reason);
 
-  auto file = h5::ResultWriter::open(vm["out"].as<std::string>(), vm["resume"].as<std::string>(),
-                                     vm["seed"].as<std::uint64_t>());
+  auto file = run.open(vm);
   std::uint64_t const seed = file.seed();
   auto table = file.table("finalize_check", check_columns(),
                           "every finalize variant against the Kokkos reference; rel_err = "
@@ -123,7 +145,7 @@ int check_finalize(cli::Args const& args) {
 
   dev::Stream stream;
   RunLimit limit(max_minutes);
-  Progress progress("check finalize", shapes.size() * cases.size());
+  Progress progress("check finalize", run.mine().size());
   std::map<std::string, VariantTotals> totals;
   std::int64_t failures = 0, measured = 0;
   double per_case_s = 0.05;
@@ -135,7 +157,11 @@ int check_finalize(cli::Args const& args) {
     auto const& shape = shapes[si];
     std::int64_t const hp = shape.hidden + pad;
     bool const aligned = shape.hidden % 8 == 0 && hp % 8 == 0;
-    for (auto const& rc : cases) {
+    for (std::size_t ci = 0; ci < cases.size(); ++ci) {
+      auto const& rc = cases[ci];
+      std::size_t const idx = si * cases.size() + ci;
+      if (!run.mine(idx))
+        continue;
       std::string const base = fin::shape_key(shape) + ",routing=" + rc.name;
       std::vector<NamedVariant const*> todo;
       for (auto const& v : vlist)
@@ -148,11 +174,12 @@ int check_finalize(cli::Args const& args) {
                      "(select picks scalar; forcing them is an InputError)\n";
       }
       if (todo.empty()) {
+        run.finished(idx, static_cast<std::int64_t>(vlist.size()), 0.0);
         progress.step(base, /*skipped=*/true);
         continue;
       }
       if (!limit.allows(per_case_s)) {
-        left = (shapes.size() - si) * cases.size();
+        left = run.mine_from(idx);
         break;
       }
       double const t0 = limit.elapsed_s();
@@ -215,6 +242,7 @@ int check_finalize(cli::Args const& args) {
         }
       }
       ++measured;
+      run.finished(idx, static_cast<std::int64_t>(todo.size()), limit.elapsed_s() - t0);
       per_case_s = 0.8 * per_case_s + 0.2 * (limit.elapsed_s() - t0);
       char buf[160];
       std::snprintf(buf, sizeof(buf), ": %d/%zu pass, worst rel_err %.2e (%s)", passed, todo.size(),
@@ -235,7 +263,8 @@ int check_finalize(cli::Args const& args) {
   std::cout << "wrote " << file.path() << " (" << table.rows() << " rows)\n";
   if (left)
     std::cout << "incomplete: stopped by --max-minutes with about " << left
-              << " configurations left; continue with --resume " << file.path() << "\n";
+              << " configurations left; continue with --resume " << run.resume_name(vm, file.path())
+              << "\n";
   if (failures) {
     std::cout << "check finalize: FAILED, " << failures << " of the rows above\n";
     return kExitFailure;

@@ -19,6 +19,7 @@
 #include "experiments/finalize/grid.hpp"
 #include "experiments/finalize/sweep_estimate.hpp"
 #include "experiments/harness/progress.hpp"
+#include "experiments/harness/shard_run.hpp"
 #include "experiments/harness/run_limit.hpp"
 #include "experiments/harness/timing_rounds.hpp"
 #include "experiments/results/finalize_tables.hpp"
@@ -437,12 +438,13 @@ int sweep_finalize(cli::Args const& args) {
       "print the seed-format tables of these result files and exit (no GPU needed)")(
       "published", cli::po::value(&published)->default_value(fin::default_published_csv()),
       "published speedups (CSV) shown beside the measured columns");
+  harness::add_shard_option(desc);
   cli::add_output_options(desc, "out/finalize_sweep.h5");
   cli::po::variables_map vm;
   if (!cli::parse("sweep finalize",
                   "[--hidden LIST] [--tokens LIST|regime] [--top-k LIST] [--weights LIST] "
                   "[--modes a,b,c] [--l2 hot,cold] [--rounds R] [--launches N] [--max-minutes M] "
-                  "[--out FILE | --resume FILE] | --table FILE... | --estimate",
+                  "[--shard I/N|env] [--out FILE | --resume FILE] | --table FILE... | --estimate",
                   desc, args, vm))
     return kExitOk;
 
@@ -477,12 +479,31 @@ int sweep_finalize(cli::Args const& args) {
     }
     throw InputError(why);
   }
+  std::size_t combos = 0; // (mode, L2) pairs a shape is measured in
+  for (auto const& m : c.modes)
+    for (auto const& l : c.l2s)
+      combos += !(m == "b" && l == "cold");
+  // One configuration of the shard partition per shape: its modes, L2 states and variants run
+  // together (interleaved rounds), so they stay in one file.
+  std::vector<harness::PlannedConfig> planned;
+  for (auto const& s : c.shapes)
+    planned.push_back({fin::shape_key(s), fin::shape_seconds(s, plan)});
+  std::string settings = "modes=" + modes + ";l2=" + l2 + ";variants=";
+  for (auto const& v : c.variants)
+    settings += v.name + " ";
+  settings += ";rounds=" + std::to_string(rounds) + ";launches=" + std::to_string(launches) +
+              ";repeat_shapes=" + std::to_string(repeat_shapes);
+  harness::ShardedRun run("sweep finalize", vm, std::move(planned), settings);
+  if (run.active())
+    std::cout << run.summary() << "\n";
   if (vm.count("estimate"))
     return kExitOk;
 
 #ifndef MOEFIN_HAVE_CUDA
   throw DeviceError("sweep finalize: this moefin was built without CUDA");
 #else
+  if (run.use_device().selected)
+    std::cout << run.summary() << "\n";
   DeviceInfo const dinfo = query_device();
   if (!dinfo.present)
     throw DeviceError("sweep finalize needs a CUDA device: " + dinfo.reason);
@@ -490,15 +511,16 @@ int sweep_finalize(cli::Args const& args) {
   std::size_t left = 0, rows = 0;
   std::int64_t failures = 0;
   {
-    auto file = h5::ResultWriter::open(vm["out"].as<std::string>(), vm["resume"].as<std::string>(),
-                                       vm["seed"].as<std::uint64_t>());
+    auto file = run.open(vm);
     path = file.path();
     Runner runner(c, file, dinfo);
     runner.measure_copy_bandwidth();
     runner.measure_launch_floor();
+    run.per_shard_table(file, "copy_bandwidth"); // every GPU measures its own
+    run.per_shard_table(file, "launch_floor");
 
     RunLimit limit(max_minutes);
-    Progress progress("sweep finalize", c.shapes.size());
+    Progress progress("sweep finalize", run.mine().size());
     double model_done = 0, real_done = 0;
     auto& table = runner.sweep_table();
     auto done = [&](Shape const& s, h5::TableWriter const& t) {
@@ -510,21 +532,26 @@ int sweep_finalize(cli::Args const& args) {
       return true;
     };
     auto pace = [&] { return model_done > 0 ? real_done / model_done : 1.0; };
-    for (std::size_t i = 0; i < c.shapes.size(); ++i) {
+    for (std::size_t i : run.mine()) {
       auto const& s = c.shapes[i];
       if (done(s, table)) {
+        run.finished(i, static_cast<std::int64_t>(c.variants.size() * combos), 0.0);
         progress.step(fin::shape_key(s), true);
         continue;
       }
       double const model = fin::shape_seconds(s, plan);
       if (!limit.allows(model * pace())) {
-        left = c.shapes.size() - i;
+        left = run.mine_from(i);
         break;
       }
       double const t0 = limit.elapsed_s();
+      std::size_t const rows0 = table.rows();
       std::string const line = runner.measure(s, table);
       real_done += limit.elapsed_s() - t0;
       model_done += model;
+      // A shape with a broken output is measured again on --resume, so not finished yet.
+      if (done(s, table))
+        run.finished(i, static_cast<std::int64_t>(table.rows() - rows0), limit.elapsed_s() - t0);
       progress.step(line);
     }
     progress.finish();
@@ -533,10 +560,11 @@ int sweep_finalize(cli::Args const& args) {
       auto rep = file.table("finalize_repeat", fin::finalize_sweep_columns(),
                             "shapes of /finalize_sweep measured again at the end of the same "
                             "run (same keys): the spread of identical configurations");
+      auto const& mine = run.mine(); // a shard repeats shapes of its own part
       std::size_t const m =
-          std::min<std::size_t>(static_cast<std::size_t>(repeat_shapes), c.shapes.size());
+          std::min<std::size_t>(static_cast<std::size_t>(repeat_shapes), mine.size());
       for (std::size_t j = 0; j < m; ++j) {
-        auto const& s = c.shapes[j * c.shapes.size() / m];
+        auto const& s = c.shapes[mine[j * mine.size() / m]];
         if (done(s, rep))
           continue;
         if (!limit.allows(fin::shape_seconds(s, plan) * pace())) {
@@ -553,7 +581,7 @@ int sweep_finalize(cli::Args const& args) {
   std::cout << "wrote " << path << " (" << rows << " rows in /finalize_sweep)\n";
   if (left)
     std::cout << "incomplete: stopped by --max-minutes with " << left
-              << " shapes left; continue with --resume " << path << "\n";
+              << " shapes left; continue with --resume " << run.resume_name(vm, path) << "\n";
   else
     std::cout << fin::render_finalize_tables({path}, published);
   if (failures) {

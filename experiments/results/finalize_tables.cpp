@@ -210,10 +210,14 @@ Published read_published(std::string const& csv) {
       pub.kept.insert(std::stoll(line.substr(0, line.find(','))));
     }
   }
-  // The source tree's own CSV is named relative to it, so the text does not depend on where the
-  // tree is checked out.
+  // The note names a file of the source tree by its path in the tree, so the table reads the
+  // same wherever the checkout is.
+  std::string shown = csv;
+#ifdef MOEFIN_SOURCE_DIR
   std::string const root = std::string(MOEFIN_SOURCE_DIR) + "/";
-  std::string const shown = csv.rfind(root, 0) == 0 ? csv.substr(root.size()) : csv;
+  if (shown.rfind(root, 0) == 0)
+    shown.erase(0, root.size());
+#endif
   pub.note = "* published with the seed (" + shown +
              "), measured on Blackwell parts by the change's authors; kept: the seed keeps the "
              "previous kernel for this top-K";
