@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run ON THE GPU MACHINE (bare image, no registry): unpacks the carried .deps/debs into the prefix
 # .deps/prefix (dpkg -x, never into /), then configures and builds moefin for sm_90 into
-# build-device. Prints the environment line to source before running the binary.
+# build-device, with the released FlashInfer kernels when device_prepare.sh sent their files
+# (.deps/gpu/flashinfer). Prints the environment line to source before running the binary.
 #   device call:  scripts/device_build.sh && <your commands>      (carry: .deps)
 # MOEFIN_BUILD_TARGETS limits the build to some targets.
 set -euo pipefail
@@ -17,12 +18,14 @@ export LD_LIBRARY_PATH=$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_L
 # sit in a checkout of another commit).
 [[ -f .deps/git_commit ]] && export MOEFIN_GIT_COMMIT=$(cat .deps/git_commit)
 build=${MOEFIN_BUILD_DIR:-build-device}
+flashinfer=()
+[[ -f .deps/gpu/flashinfer/MANIFEST ]] && flashinfer=(-DMOEFIN_FLASHINFER_ROOT="$PWD/.deps/gpu/flashinfer")
 if [[ ! -f $build/CMakeCache.txt ]]; then
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_PREFIX_PATH="$prefix/usr" \
     -DCMAKE_CUDA_ARCHITECTURES="${MOEFIN_CUDA_ARCHS:-90}" \
     -DCMAKE_POLICY_VERSION_MINIMUM=3.5 \
-    -DCMAKE_BUILD_RPATH="$prefix/usr/lib/x86_64-linux-gnu" \
+    -DCMAKE_BUILD_RPATH="$prefix/usr/lib/x86_64-linux-gnu" "${flashinfer[@]}" \
     ${MOEFIN_CMAKE_ARGS:-} > "$build.configure.log" 2>&1 || { cat "$build.configure.log"; exit 1; }
 fi
 # MOEFIN_BUILD_TARGETS (space-separated) builds only those targets, e.g. "moefin test_decode_gpu".

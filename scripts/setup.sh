@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what moefin needs on a fresh Debian machine and is quick when everything is there:
 # the Debian packages (compilers' libraries: Kokkos, HDF5, Boost, nlohmann-json; OpenMPI's
-# launcher, which the sharded-sweep tests start moefin with) and the Python virtual environment
-# .venv for analysis/ from the pinned requirements.txt.
+# launcher, which the sharded-sweep tests start moefin with), the Python virtual environment
+# .venv for analysis/ from the pinned requirements.txt, and the released FlashInfer packages and
+# disassembly tools (scripts/fetch_released.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,5 +38,9 @@ kernel=.venv/share/jupyter/kernels/moefin/kernel.json
 if ! grep -qs "\"$PWD/.venv/bin/python\"" "$kernel"; then
   .venv/bin/python -m ipykernel install --sys-prefix --name moefin --display-name "moefin (.venv)" >/dev/null
 fi
-# Released packages (pinned wheels): the disassemblers `moefin audit` runs.
-scripts/fetch_released.sh
+# The released FlashInfer packages and the disassembly tools (pinned wheels; DESIGN.md section 8).
+# Offline this fails with one line and the set-up goes on: the build then leaves the released
+# kernels out and their tests report themselves skipped.
+if ! scripts/fetch_released.sh; then
+  echo "setup: continuing without the released packages (the adapter's tests will be skipped)"
+fi

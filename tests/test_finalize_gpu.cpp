@@ -9,6 +9,7 @@
 #include "experiments/finalize/verify.hpp"
 #include "kernels/finalize/finalize.hpp"
 #include "reference/kokkos_env.hpp"
+#include "tests/finalize_case.hpp"
 
 #include <algorithm>
 #include <memory>
@@ -24,30 +25,11 @@ struct KokkosFixture {
 };
 BOOST_TEST_GLOBAL_FIXTURE(KokkosFixture);
 
-struct Case {
-  fin::Shape shape;
-  std::int64_t pad = 0;
-  std::string routing = "uniform";
-  bool all_dropped = false;
-};
+using Case = test::FinalizeCase;
+using test::describe;
 
-std::string describe(Case const& c) {
-  return fin::shape_key(c.shape) + ",Hp=" + std::to_string(c.shape.hidden + c.pad) +
-         ",routing=" + c.routing + (c.all_dropped ? ",all dropped" : "");
-}
-
-/// Host inputs of a case (seeded by its description); all_dropped marks every expert remote.
 fin::HostCase host_case(Case const& c) {
-  std::int64_t const hp = c.shape.hidden + c.pad;
-  fin::RowPool pool(c.shape.hidden, hp, 99);
-  auto h = fin::make_case(c.shape, hp, fin::parse_routing_case("routing", c.routing),
-                          fin::case_seed(2026, describe(c)), pool, /*with_scales=*/true);
-  if (c.all_dropped) {
-    std::fill(h.layout.expanded_to_permuted.begin(), h.layout.expanded_to_permuted.end(), -1);
-    h.valid_rows = 0;
-    h.dropped = 1.0;
-  }
-  return h;
+  return test::host_case(c, 2026);
 }
 
 bool vectorized(Options const& o) {
@@ -60,18 +42,7 @@ bool ascending_order(std::string const& name) {
 }
 
 std::vector<Case> edge_cases() {
-  return {
-      {{1024, 1, 1, WeightType::kBf16}},                      // T = 1, K = 1
-      {{7168, 1, 64, WeightType::kFp32}, 0, "uniform/ep2"},   // K = 64, dropped experts
-      {{2880, 7, 6, WeightType::kNone}, 64},                  // no weights, Hp > H
-      {{4096, 42, 22, WeightType::kBf16}, 0, "uniform/ep4"},  // mostly dropped
-      {{1002, 5, 8, WeightType::kBf16}},                      // H not a multiple of 8
-      {{1002, 3, 7, WeightType::kFp32}, 6},                   // unaligned, Hp > H
-      {{2048, 3, 10, WeightType::kFp32}, 0, "uniform", true}, // every expert dropped
-      {{256, 9000, 2, WeightType::kFp32}},                    // tokens beyond scalar's grid
-      {{6144, 49, 32, WeightType::kBf16}, 8},                 // last T of the regime
-      {{5120, 2, 5, WeightType::kNone}, 0, "uniform/ep2"},    // smallest split top-K
-  };
+  return test::finalize_edge_cases();
 }
 
 } // namespace

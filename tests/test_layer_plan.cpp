@@ -119,8 +119,10 @@ std::vector<std::string> disagreements(LayerPlan const& plan,
 
 std::vector<finalize::FinalizeVariant const*> chain_variants() {
   std::vector<finalize::FinalizeVariant const*> out;
+  // Released entries keep the released PDL behaviour: cells that move finalize's trigger or
+  // metadata read refuse them (tests/test_flashinfer_adapter.cpp).
   for (auto const* v : finalize::variants())
-    if (!v->fp8_output)
+    if (!v->fp8_output && v->source != finalize::Source::kReleased)
       out.push_back(v);
   return out;
 }

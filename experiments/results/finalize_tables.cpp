@@ -257,9 +257,21 @@ struct Index {
   }
 };
 
+/// The variant a row's speedup_vs_scalar is computed against: the registry's baseline, or, for a
+/// variant this build does not register, the released previous kernel for a released one (fi_*)
+/// and scalar otherwise.
+std::string baseline_name(std::string const& variant) {
+  if (auto const* v = finalize::find_variant(variant))
+    return finalize::baseline_of(*v).name;
+  return variant.rfind("fi_", 0) == 0 ? "fi_scalar" : "scalar";
+}
+
+/// The seed's table for `variant` (small_batch, or the released fi_small_batch): its speedup over
+/// its baseline per top-K. moefin's also shows what its dispatcher picks and the peers.
 void mode_table(std::ostringstream& os, std::vector<SweepRow> const& rows, Index const& idx,
                 std::vector<std::string> const& archs, std::string const& mode,
-                Published const* pub) {
+                Published const* pub, std::string const& variant = "small_batch") {
+  bool const moefin_table = variant == "small_batch";
   std::set<std::int64_t> ks;
   std::map<std::string, std::map<std::int64_t, std::vector<double>>> speed; // arch -> K
   std::map<std::int64_t, std::set<std::string>> dispatch;
@@ -267,20 +279,23 @@ void mode_table(std::ostringstream& os, std::vector<SweepRow> const& rows, Index
   for (auto const& r : rows) {
     if (r.mode != mode || r.l2 != "hot" || !r.in_regime)
       continue;
-    if (is_peer(r.variant))
+    if (is_peer(r.variant) && moefin_table)
       peers.insert(r.variant);
-    if (r.variant != "small_batch")
+    if (r.variant != variant)
       continue;
     ks.insert(r.top_k);
     speed[r.arch][r.top_k].push_back(r.speedup);
-    if (!r.dispatch.empty())
+    if (!r.dispatch.empty() && moefin_table)
       dispatch[r.top_k].insert(r.dispatch);
   }
   if (ks.empty() && peers.empty())
     return;
-  os << "\nsmall_batch vs scalar, mode " << mode << " (" << mode_text(mode)
+  os << "\n"
+     << variant << " vs " << baseline_name(variant) << ", mode " << mode << " (" << mode_text(mode)
      << "), L2 hot: median speedup over the in-regime shapes (minimum)\n";
-  std::vector<std::string> header{"topK", "dispatch"};
+  std::vector<std::string> header{"topK"};
+  if (moefin_table)
+    header.push_back("dispatch");
   for (auto const& a : archs)
     header.push_back(a);
   if (pub)
@@ -312,7 +327,8 @@ void mode_table(std::ostringstream& os, std::vector<SweepRow> const& rows, Index
   for (auto k : ks) {
     std::vector<std::string> row{std::to_string(k)};
     auto const& d = dispatch[k];
-    row.push_back(d.empty() ? "-" : d.size() == 1 ? *d.begin() : "mixed");
+    if (moefin_table)
+      row.push_back(d.empty() ? "-" : d.size() == 1 ? *d.begin() : "mixed");
     for (auto const& a : archs) {
       auto const& v = speed[a][k];
       cells = std::max(cells, v.size());
@@ -337,6 +353,8 @@ void mode_table(std::ostringstream& os, std::vector<SweepRow> const& rows, Index
   os << ")\n";
   if (pub)
     os << pub->note << "\n";
+  if (!moefin_table)
+    return;
   // The benchmark "never slower where the dispatcher picks it".
   SweepRow const* worst = nullptr;
   for (auto const& r : rows)
@@ -433,6 +451,59 @@ void ablation_tables(std::ostringstream& os, std::vector<SweepRow> const& rows,
         t.add(row);
       }
       os << t.render();
+      if (std::any_of(present.begin(), present.end(),
+                      [](auto const& v) { return baseline_name(v) != "scalar"; }))
+        os << "(released fi_* variants: speedup over fi_scalar, the released previous kernel)\n";
+    }
+}
+
+/// Faithfulness: moefin's variant's time over the released kernel of the same role (X / fi_X),
+/// measured in the same rounds, per architecture, mode and top-K over the shapes where both ran
+/// (L2 hot): median and [min, max]. Below 1: moefin's is faster.
+void faithfulness_tables(std::ostringstream& os, std::vector<SweepRow> const& rows,
+                         Index const& idx, std::vector<std::string> const& archs) {
+  std::vector<std::string> const roles{"scalar", "small_batch", "vecload"};
+  for (auto const& a : archs)
+    for (std::string const mode : {"a", "b", "c"}) {
+      std::map<std::string, std::map<std::int64_t, std::vector<double>>> ratio;
+      std::set<std::int64_t> ks;
+      for (auto const& r : rows) {
+        if (r.arch != a || r.mode != mode || r.l2 != "hot" ||
+            std::find(roles.begin(), roles.end(), r.variant) == roles.end())
+          continue;
+        auto const* fi = idx.find(a, mode, "hot", "fi_" + r.variant, r.shape());
+        if (fi == nullptr || fi->median_us <= 0 || r.median_us <= 0)
+          continue;
+        ratio[r.variant][r.top_k].push_back(r.median_us / fi->median_us);
+        ks.insert(r.top_k);
+      }
+      if (ks.empty())
+        continue;
+      os << "\nfaithfulness, " << a << ", mode " << mode
+         << ": moefin's time / the released kernel's of the same role, median [min, max] over "
+            "the shapes where both ran (below 1: moefin's is faster)\n";
+      std::vector<std::string> header{"topK"};
+      for (auto const& v : roles)
+        if (ratio.count(v))
+          header.push_back(v + " / fi_" + v);
+      TextTable t(header);
+      std::size_t cells = 0;
+      for (auto k : ks) {
+        std::vector<std::string> row{std::to_string(k)};
+        for (auto const& v : roles) {
+          if (!ratio.count(v))
+            continue;
+          auto const& x = ratio[v][k];
+          cells = std::max(cells, x.size());
+          row.push_back(x.empty() ? "-"
+                                  : fmt("%.3f", stats::median(x)) + " [" +
+                                        fmt("%.3f", *std::min_element(x.begin(), x.end())) + ", " +
+                                        fmt("%.3f", *std::max_element(x.begin(), x.end())) + "]");
+        }
+        t.add(row);
+      }
+      os << t.render();
+      os << "(up to " << cells << " shapes per cell: H x T x weights)\n";
     }
 }
 
@@ -670,9 +741,13 @@ std::string render_finalize_tables(std::vector<std::string> const& files,
   Published const pub = read_published(published_csv);
   for (std::string const mode : {"a", "b", "c"})
     mode_table(os, rows, idx, archs, mode, mode == "a" ? &pub : nullptr);
+  // The same table on the released kernels (modes a and b), the published columns beside.
+  for (std::string const mode : {"a", "b"})
+    mode_table(os, rows, idx, archs, mode, mode == "a" ? &pub : nullptr, "fi_small_batch");
   t1_table(os, rows, archs);
   ablation_tables(os, rows, archs);
   v2_tables(os, rows, idx, archs, floors);
+  faithfulness_tables(os, rows, idx, archs);
   for (auto const& a : archs)
     repeat_spread(os, a, rows, repeats[a]);
   return os.str();

@@ -19,9 +19,11 @@ std::vector<h5::Column> copy_bandwidth_columns();
 /// the working directory.
 std::string default_published_csv();
 
-/// Every table the files support: per mode (a with the published columns, b, c), the T = 1 view
-/// (per-launch time and the targets), the ablation per architecture and mode, peers as extra
-/// columns, and the spread of repeated configurations. FileError for an unreadable file; a
+/// Every table the files support: per mode (a with the published columns, b, c), the same on the
+/// released kernels (fi_small_batch vs fi_scalar, modes a and b), the T = 1 view (per-launch
+/// time and the targets), the ablation per architecture and mode, the faithfulness of moefin's
+/// variants to the released ones (X / fi_X), peers as extra columns, and the spread of repeated
+/// configurations. FileError for an unreadable file; a
 /// missing published CSV is reported in the text.
 std::string render_finalize_tables(std::vector<std::string> const& files,
                                    std::string const& published_csv);
