@@ -616,7 +616,7 @@ std::vector<std::string> printer(std::vector<std::string> const& tables, std::st
   if (has("layer_sweep"))
     return {"sweep", "layer", "--print", f};
   if (has("finalize_sweep"))
-    return {"sweep", "finalize", "--table", f};
+    return {"sweep", "finalize", "--print", f};
   if (routing)
     return {"reference", "finalize",    "--routing", f,      "--hidden",
             "16",        "--overwrite", "--out",     scratch};
@@ -839,7 +839,7 @@ BOOST_AUTO_TEST_CASE(hdf5_mutants_of_the_committed_files) {
     }
   }
 
-  // The table a printing command reads: without rows (race --print and sweep finalize --table
+  // The table a printing command reads: without rows (race --print and sweep finalize --print
   // refuse it; the others print an empty table), and, in /race_matrix, a preset the mapping does
   // not know (a fault of the file: exit 1 naming it, not a usage error).
   for (auto const& b : bases) {
@@ -1056,7 +1056,7 @@ std::vector<Command> command_table(std::string const& chain, std::string const& 
          {"banana", "gemm1.trigger=banana", "=", "gemm1.delay_ns=-5", "nosuch.pdl=off",
           std::string(100000, 's')}},
         {"--delay-ns", K::kInt, 0, 1000000000},
-        {"--delay-kernel", K::kChoice},
+        {"--delay-kernels", K::kChoice},
         {"--routings", K::kInt, 1, 10000000},
         {"--batch", K::kInt, 1, 4096},
         {"--tile-m", K::kText, 0, 0, {"17", "0", "abc", "256"}},
@@ -1070,12 +1070,12 @@ std::vector<Command> command_table(std::string const& chain, std::string const& 
        true},
       {{"race"},
        {},
-       {{"--shape", K::kChoice},
+       {{"--shapes", K::kChoice},
         {"--tokens", K::kInt, 1, 128},
         {"--presets", K::kChoice},
         {"--triggers", K::kChoice},
         {"--meta", K::kChoice, 0, 0, {"before,banana"}},
-        {"--delays", K::kList, 0, 1000000000},
+        {"--delay-ns", K::kList, 0, 1000000000},
         {"--delay-kernels", K::kChoice},
         {"--finalize", K::kChoice},
         {"--set", K::kText, 0, 0, {"banana", "gemm1.trigger=banana", "act.delay_ns=x"}},

@@ -166,17 +166,17 @@ fi
 # 5. Race matrix cells of the chain with small_batch_v2 (its pre-wait reads and trigger).
 if fits 20 "race matrix (small_batch_v2)"; then
   logged 25 "$bin" race --finalize small_batch_v2 --presets all-early,seed-after --meta before \
-    --delays 0,25000 --iterations 100 --out "$OUT/finalize_fast_race.h5"
+    --delay-ns 0,25000 --iterations 100 --out "$OUT/finalize_fast_race.h5"
 fi
 
 # Summary (last): the tables and what came back.
 {
-  [[ -f $sweep ]] && "$bin" sweep finalize --table "$sweep"
+  [[ -f $sweep ]] && "$bin" sweep finalize --print "$sweep"
   [[ -f $OUT/finalize_fast_race.h5 ]] && "$bin" race --print "$OUT/finalize_fast_race.h5"
 } >>"$log" 2>&1
 say "files:"
 ls -la "$OUT" | tee -a "$log"
 grep -hE '^check finalize:|^(wrote|incomplete)' "$log" | tail -6
 grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY|\*\*\* No errors|failure' "$log" | sort | uniq -c
-[[ -f $sweep ]] && "$bin" sweep finalize --table "$sweep" | grep -A14 '^small_batch_v2 vs'
+[[ -f $sweep ]] && "$bin" sweep finalize --print "$sweep" | grep -A14 '^small_batch_v2 vs'
 say "done in ${SECONDS}s"

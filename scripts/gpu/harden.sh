@@ -90,7 +90,7 @@ run_small 90 equivalence "$res/equivalence.h5" equivalence --shapes top-8 --toke
   --presets seed-after --routings 250
 run_small 90 layer "$res/layer.h5" sweep layer --shapes top-8 --tokens 1 --rounds 3 --layers 4
 # shellcheck disable=SC2054 # "0,25000" is one value
-race_args=(race --tokens 4 --presets all-early --meta before --delays 0,25000 --iterations 20)
+race_args=(race --tokens 4 --presets all-early --meta before --delay-ns 0,25000 --iterations 20)
 run_small 120 race "$res/race.h5" "${race_args[@]}"
 
 # 3. A race run killed after its first rows, then resumed.
@@ -154,7 +154,7 @@ if [[ -n $san_bin ]]; then
   sanitize initcheck 45 check check finalize --hidden 1024 --tokens 8 --top-k 8 --weights bf16 \
     --routings uniform --variants small_batch
   sanitize memcheck 45 probe pdl-probe --iterations 4
-  sanitize memcheck 60 race race --tokens 4 --presets all-early --meta before --delays 0 \
+  sanitize memcheck 60 race race --tokens 4 --presets all-early --meta before --delay-ns 0 \
     --iterations 4
   sanitize memcheck 60 layer sweep layer --shapes top-8 --tokens 1 --rounds 3 --layers 2
   cat "$san" >>"$log"

@@ -23,7 +23,7 @@
 #                          x 6 variants, about 1.5 min (moefin's 6-variant sweep of the same
 #                          grid took 87 s on the H200); at most what is left of the budget (it
 #                          goes H by H, stops cleanly and says "incomplete")
-#   released_table.txt     moefin sweep finalize --table of it: the seed table for moefin's and
+#   released_table.txt     moefin sweep finalize --print of it: the seed table for moefin's and
 #                          the released kernels (fi_small_batch vs fi_scalar), the ablation, and
 #                          the faithfulness (scalar / fi_scalar, small_batch / fi_small_batch,
 #                          vecload / fi_vecload per mode and top-K)
@@ -129,7 +129,7 @@ if enough "$m"; then
     "${hidden[@]}" --max-minutes "$m" --out "$sweep" >>"$log" 2>&1
   rc=$?
   say "sweep finalize: exit $rc ($(grep -h -E '^(wrote|incomplete)' "$log" | tail -1))"
-  [[ -f $sweep ]] && "$bin" sweep finalize --table "$sweep" >"$table" 2>&1
+  [[ -f $sweep ]] && "$bin" sweep finalize --print "$sweep" >"$table" 2>&1
 else
   say "sweep finalize: skipped, $(left)s left"
 fi
