@@ -453,7 +453,7 @@ int sweep_finalize(cli::Args const& args) {
   c.modes = fin::parse_choices("--modes", modes, {"a", "b", "c"});
   c.l2s = fin::parse_choices("--l2", l2, {"hot", "cold"});
   c.variants = fin::with_baselines(
-      fin::parse_variants("--variants", fin::expand_v2_candidates(variants, c.shapes), true));
+      fin::parse_variants("--variants", fin::expand_v2_candidates(variants, fin::parse_grid(g)), true));
   c.rounds = rounds;
   c.launches = launches;
   // The estimate assumes this machine's GPU (its L2 decides which cold shapes are measured);
