@@ -101,7 +101,7 @@ check=$OUT/released_check.h5
 sweep=$OUT/released_sweep.h5
 table=$OUT/released_table.txt
 released=fi_scalar,fi_small_batch,fi_vecload
-moefin_roles=scalar,small_batch,vecload
+moefin_roles=${RELEASED_MOEFIN_VARIANTS:-scalar,small_batch,vecload} # moefin variants timed beside them
 # Minutes for a step that leaves $2 seconds for what follows, at most $1 minutes.
 minutes_for() {
   awk -v cap="$1" -v s="$(($(left) - $2))" 'BEGIN { m = s / 60; if (m > cap) m = cap;
