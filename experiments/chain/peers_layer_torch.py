@@ -210,12 +210,14 @@ def main(argv=None):
                                "columns NaN", fields=LAYER_FIELDS)
     start = time.monotonic()
     failed = False
+    stopped = False  # by --max-minutes: the file stays incomplete, for --resume
     for sname in shapes:
         shape = SHAPES[sname]
         if all(table.has(row_key(shape, t, v)) for t in tokens for v in variants):
             continue
         if a.max_minutes > 0 and time.monotonic() - start > a.max_minutes * 60:
             print(f"incomplete: --max-minutes reached before {sname}", file=sys.stderr)
+            stopped = True
             break
         layer = Layer(torch, shape, seed & 0x7FFFFFFF)
         usable = []
@@ -234,6 +236,7 @@ def main(argv=None):
                 continue
             if a.max_minutes > 0 and time.monotonic() - start > a.max_minutes * 60:
                 print(f"incomplete: --max-minutes reached before {sname} T={t}", file=sys.stderr)
+                stopped = True
                 break
             g = torch.Generator(device="cuda").manual_seed((seed * 31 + t) & 0x7FFFFFFF)
             x = ((torch.rand(t, shape["H"], device="cuda", generator=g) * 0.95 + 0.05) *
@@ -275,7 +278,10 @@ def main(argv=None):
         del layer
         torch.cuda.empty_cache()
     print(f"wrote {f.filename} ({len(table.keys)} rows)")
-    f.close()
+    if stopped:
+        f.close()
+    else:
+        common.finish_result(f)
     return 1 if failed else 0
 
 

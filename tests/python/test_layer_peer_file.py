@@ -38,7 +38,7 @@ def test_peer_rows_are_read_back_by_moefin(moefin, tmp_path):
         t.append(peer.row_key(shape, 1, variant),
                  peer.row_values(shape, 1, variant, 16, 3, [us, us + 1, us + 2]),
                  [us, us + 1, us + 2])
-    f.close()
+    peer.common.finish_result(f)
     shown = run(moefin, "sweep", "layer", "--print", path).stdout
     assert "torch" in shown and "grouped_mm" in shown and "211.00" in shown
     with h5py.File(path, "r") as h:
