@@ -5,10 +5,6 @@ import re
 from conftest import ROOT, run
 
 LOG = ROOT / "data" / "h200" / "h200_finalize_log.txt"
-# The six variants of the measured run (the default list of a build without the released
-# kernels; with them the default list also holds fi_*).
-MOEFIN_VARIANTS = ("scalar,small_batch,small_batch_nosplit,small_batch_late_trigger,"
-                   "small_batch_meta_after_wait,vecload")
 LINE = re.compile(r": (\d+) rows .*expected ~[\d.]+ min on an H200-class GPU \((\d+) s, (\d+) s "
                   r"of it timed replays")
 
@@ -31,7 +27,7 @@ def test_full_grid_estimate_is_the_measured_h200_run(moefin):
     away from the one measurement it stands on."""
     measured = float(re.search(r"\[sweep finalize\] 1152 configurations in ([\d.]+)s",
                                LOG.read_text()).group(1))
-    proc, rows, total, timed = estimate(moefin, "--repeat-shapes", 0, "--variants", MOEFIN_VARIANTS)
+    proc, rows, total, timed = estimate(moefin, "--repeat-shapes", 0)
     assert proc.returncode == 0
     assert rows == 20736  # as written into h200_finalize_sweep.h5 by that run
     assert abs(total - 1.5 - measured) < 0.15 * measured, (total, measured)
@@ -61,7 +57,7 @@ def test_empty_selection_warns_and_a_run_refuses(moefin):
     assert run_.stderr.strip().startswith("moefin: error: --modes b --l2 cold selects nothing")
     # cold L2 skips the shapes too small to rotate through twice the L2, and says so
     proc, rows, _, _ = estimate(moefin, "--hidden", "1024", "--tokens", "1,64", "--l2", "cold",
-                                "--modes", "a", "--variants", MOEFIN_VARIANTS)
+                                "--modes", "a")
     assert 0 < rows < 2 * 9 * 2 * 6 and "note: cold L2 needs more than 4096" in proc.stdout
 
 
