@@ -25,24 +25,26 @@ Params one_each(std::vector<std::pair<std::string, std::string>> const& v) {
 
 std::int64_t trigger_value(Trigger t) { return static_cast<std::int64_t>(t); }
 
-/// The kernel symbol ChainRunner launches for a finalize variant (finalize_dispatch.cu's launch
-/// functions, bf16 weights as the runner's layer has them).
+/// The kernel symbol ChainRunner launches for a finalize variant: its checked graphs run the
+/// instrumented instantiation (finalize_kernels.cuh, "Knob sets": every knob a run-time value,
+/// the weight type read at run time).
 std::string finalize_symbol(std::string const& impl, MoefinLaunchOptions const& o) {
-  std::string const w = "(moefin::finalize::WeightType)1";
   std::string const k = "moefin::finalize::kernels::";
+  std::string const w = "(moefin::finalize::kernels::Weights)3";
+  std::string const knobs = k + "Knobs";
   if (impl == "small_batch" || impl == "small_batch_late_trigger" ||
       impl == "small_batch_meta_after_wait")
-    return k + "finalize_small_batch<" + w + ", true>";
+    return k + "finalize_small_batch<" + w + ", true, " + knobs + ">";
   if (impl == "small_batch_nosplit")
-    return k + "finalize_small_batch<" + w + ", false>";
+    return k + "finalize_small_batch<" + w + ", false, " + knobs + ">";
   if (impl == "scalar")
-    return k + "finalize_scalar<" + w + ">";
+    return k + "finalize_scalar<" + w + ", " + knobs + ">";
   if (impl == "vecload")
     return k + "finalize_vecload<" + w + ", " +
            std::to_string(o.top_k % 4 == 0   ? 4
                           : o.top_k % 2 == 0 ? 2
                                              : 1) +
-           ">";
+           ", " + knobs + ">";
   throw InputError("audit: finalize variant " + impl + " has no kernel symbol in the audit");
 }
 
