@@ -12,7 +12,7 @@
 #      grouped by threads per CTA (flashinferMetaInfo.h), and of the compiled kernels;
 #   5. the launches file of the released flow (released_launches.py) and moefin audit --chain:
 #      the verdict for every choice of GEMM1 and GEMM2 tactic.
-# Writes into OUTDIR (default out/audit/released): facts JSON and logs; then data/audit/
+# Writes into OUTDIR (default out/audit/released): facts JSON and logs; then results/audit/
 # released_nvfp4_launches.json and released_audit.h5 (scripts/audit/released_summary.py).
 # Cost on 2 cores: compiling the released sources takes about 25 minutes of CPU time the first
 # time (the routing block file dominates; the cubins are kept in OUTDIR/cubins and reused), the
@@ -125,7 +125,7 @@ python3 $layout --compiler "$nvcc" "${inc[@]}" --flag=--expt-relaxed-constexpr -
 
 # 4. Every NVFP4 GEMM cubin, grouped by threads per CTA; the compiled kernels.
 python3 scripts/audit/released_launches.py --metainfo "$bmm/include/flashinferMetaInfo.h" \
-  --cubins "$bmm" --groups "$out/gemm_groups.txt" --out data/audit/released_nvfp4_launches.json
+  --cubins "$bmm" --groups "$out/gemm_groups.txt" --out results/audit/released_nvfp4_launches.json
 start=$(date +%s)
 : > "$out/gemm_facts.list"
 while read -r threads files; do
@@ -144,9 +144,9 @@ for arch in sm_100a sm_90; do
 done
 
 # 5. The released flow, for every GEMM1 x GEMM2 tactic.
-say "moefin audit --chain data/audit/released_nvfp4_launches.json"
+say "moefin audit --chain results/audit/released_nvfp4_launches.json"
 set +e
-"$moefin" audit --chain data/audit/released_nvfp4_launches.json \
+"$moefin" audit --chain results/audit/released_nvfp4_launches.json \
   "$out/cubins/routing_custom_block.sm_100a.cubin" "$out/cubins/dev_kernel.sm_100a.cubin" \
   $(cat "$out/gemm_groups.txt" | cut -d' ' -f2- | tr '\n' ' ') \
   --layout "$out/layouts/bmm_kernel_params.json" --layout "$out/layouts/dev_kernel_params.json" \
@@ -154,8 +154,8 @@ set +e
 chain_status=${PIPESTATUS[0]}
 set -e
 say "chain: exit $chain_status"
-"${PYTHON:-.venv/bin/python}" scripts/audit/released_summary.py --out data/audit/released_audit.h5 \
-  --work "$out" --launches data/audit/released_nvfp4_launches.json --python-version "$py_version" \
+"${PYTHON:-.venv/bin/python}" scripts/audit/released_summary.py --out results/audit/released_audit.h5 \
+  --work "$out" --launches results/audit/released_nvfp4_launches.json --python-version "$py_version" \
   --cubin-version "$cubin_version" --bmm "$bmm" --gemm-seconds "$gemm_seconds" --nvcc "$nvcc" \
   --compile-command "nvcc -cubin -arch=ARCH -std=c++17 --expt-relaxed-constexpr -w (include path: scripts/audit/released.sh) SOURCE"
-say "done: data/audit/released_audit.h5 (moefin show data/audit/released_audit.h5 --table released_chain)"
+say "done: results/audit/released_audit.h5 (moefin show results/audit/released_audit.h5 --table released_chain)"

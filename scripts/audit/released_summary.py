@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""data/audit/released_audit.h5 from a run of scripts/audit/released.sh: the facts of every
+"""results/audit/released_audit.h5 from a run of scripts/audit/released.sh: the facts of every
 audited NVFP4 batched-GEMM cubin and every compiled released kernel (with the package versions,
 tool versions and each cubin's sha256), and the chain's verdict over every choice of GEMM tactics.
 

@@ -1,4 +1,4 @@
-"""data/audit/released_audit.h5 (scripts/audit/released.sh): its structure and provenance, the
+"""results/audit/released_audit.h5 (scripts/audit/released.sh): its structure and provenance, the
 chain's counts against the launches file, and, where the cubin wheel is unpacked
 (FLASHINFER_CUBIN_DIR or released.sh's cache), a fixed handful of its GEMM rows reproduced by
 auditing those cubins again."""
@@ -17,7 +17,7 @@ from conftest import ROOT, run
 sys.path.insert(0, str(ROOT / "scripts" / "audit"))
 from released_summary import facts_columns  # noqa: E402  (the committed rows' columns)
 
-DATA = ROOT / "data" / "audit"
+DATA = ROOT / "results" / "audit"
 FILE = DATA / "released_audit.h5"
 LAUNCHES = DATA / "released_nvfp4_launches.json"
 FACTS = ("waits_every_path", "wait_before_trigger", "trigger", "waiting_warps", "pre_wait_reads",
