@@ -133,6 +133,7 @@ int race(cli::Args const& args) {
                   "verdict, and exit; no GPU needed")(
       "print", po::value<std::string>(), "print the /race_matrix table of FILE and exit")(
       "list", "print the cells (index, key) and exit; no GPU needed");
+  chain_run::add_flavour_option(desc);
   chain_run::add_residency_options(desc, chain_run::Residency{});
   cli::add_result_options(desc, "race");
   po::variables_map vm;
@@ -154,6 +155,7 @@ int race(cli::Args const& args) {
     } catch (InputError const& e) {
       throw FileError(path, e.what());
     }
+    chain_run::print_flavour(reader.provenance(), std::cout);
     chain_tables::print_race_matrix(t, std::cout);
     print_summary(t, reader.provenance(), std::cout);
     if (computed)
@@ -162,6 +164,7 @@ int race(cli::Args const& args) {
     return kExitOk;
   }
   race::Axes axes;
+  axes.flavour = chain_run::read_flavour_option(vm);
   axes.presets = chain::parse_presets(vm["presets"].as<std::string>(), "--presets");
   std::string const trig = vm["triggers"].as<std::string>();
   cli::check_choice("--triggers", trig, {"sweep", "full"});
@@ -224,6 +227,7 @@ int race(cli::Args const& args) {
     throw InputError("--set: '" + axes.overrides + "' differs from '" + recorded->second +
                      "', the overrides the rows of the resumed file ran with");
   file.set_attr("/", "overrides", axes.overrides); // race::row_config rebuilds the cells with it
+  chain_run::record_flavour(axes.flavour, file);
   // One runner per (shape, T) at a time (units come grouped by them), its PDL-off batches per
   // metadata placement (delays do not change a PDL-off run).
   std::unique_ptr<chain::LayerWeights> weights;
@@ -299,6 +303,7 @@ int race(cli::Args const& args) {
   h5::ResultReader reader(file.path());
   auto t = reader.read_table("race_matrix");
   race::fill_verdicts(t, reader.provenance()); // rows of a resumed file that predates the column
+  chain_run::print_flavour(reader.provenance(), std::cout);
   chain_tables::print_race_matrix(t, std::cout);
   // A race in a chain the verifier orders is a failed check (of the verifier or of the mapping).
   return print_summary(t, reader.provenance(), std::cout) == 0 ? kExitOk : kExitFailure;

@@ -24,12 +24,13 @@ namespace {
 
 /// The chain of a row: its placement preset and its finalize ("new" and "previous": the dispatch
 /// rule with and without small_batch; any other name: that variant, forced).
-chain::ChainConfig placement_config(bench::Config const& row) {
+chain::ChainConfig placement_config(bench::Config const& row, std::string const& flavour) {
   chain::Preset p;
   if (!chain::parse_preset(row.str("placement"), &p))
     throw std::logic_error("sweep layer: placement " + row.str("placement"));
   chain::ChainConfig cfg = chain::preset_config(p);
   chain::apply_overrides(cfg, "finalize.variant=" + row.str("finalize"));
+  chain::set_flavour(cfg, flavour);
   return cfg;
 }
 
@@ -98,6 +99,7 @@ int sweep_layer(cli::Args const& args) {
               "needed");
   // The kernels' own policies (two CTAs per SM) and the driver's carveout: the layer as it runs.
   chain_run::add_residency_options(desc, chain_run::Residency{2, false});
+  chain_run::add_flavour_option(desc);
   cli::add_result_options(desc, "sweep layer");
   po::variables_map vm;
   if (!cli::parse("sweep layer",
@@ -108,10 +110,12 @@ int sweep_layer(cli::Args const& args) {
   std::string const published = vm["published"].as<std::string>();
   if (vm.count("print")) {
     h5::ResultReader reader(vm["print"].as<std::string>());
+    chain_run::print_flavour(reader.provenance(), std::cout);
     chain_tables::print_layer_tables(reader.read_table("layer_sweep"), published,
                                      reader.provenance().at("gpu_name"), std::cout);
     return kExitOk;
   }
+  std::string const flavour = chain_run::read_flavour_option(vm);
   auto const shapes = chain::parse_shapes(vm["shapes"].as<std::string>(), "--shapes");
   auto const tokens = cli::parse_int_list("--tokens", vm["tokens"].as<std::string>(), 1, 128);
   int const rounds = vm["rounds"].as<int>();
@@ -147,6 +151,7 @@ int sweep_layer(cli::Args const& args) {
                                      vm["seed"].as<std::uint64_t>());
   std::uint64_t const seed = file.seed();
   chain_run::record(residency, file);
+  chain_run::record_flavour(flavour, file);
   // Numbered on from the timelines a resumed file already holds.
   std::int64_t timelines = 0;
   while (file.has_group("timeline_layer_" + std::to_string(timelines)))
@@ -179,7 +184,7 @@ int sweep_layer(cli::Args const& args) {
     // Every row of the unit, not only the missing ones: they are each other's ratio partners.
     std::vector<chain::ChainConfig> cfgs;
     for (auto const& row : u.rows) {
-      cfgs.push_back(placement_config(row));
+      cfgs.push_back(placement_config(row, flavour));
       runner.time_layers(cfgs.back(), true); // build the graph, warm the caches
       runner.time_layers(cfgs.back(), true);
     }
@@ -211,6 +216,7 @@ int sweep_layer(cli::Args const& args) {
   bench.run(file, bench::RunOptions{}, body);
   file.commit();
   h5::ResultReader reader(file.path());
+  chain_run::print_flavour(reader.provenance(), std::cout);
   chain_tables::print_layer_tables(reader.read_table("layer_sweep"), published,
                                    reader.provenance().at("gpu_name"), std::cout);
   return kExitOk;

@@ -43,6 +43,9 @@ public:
   LayerShape const& shape() const { return shape_; }
   void const* w1() const { return w1_; }
   void const* w2() const { return w2_; }
+  /// w1 with the two halves of each expert's output rows swapped (gate second), made on first use
+  /// (the released chain flavour: ChainFlavour::gate_second); SwiGLU shapes only.
+  void const* w1_gate_second() const;
   std::size_t bytes() const;
   /// Host copies of one expert's matrices (bf16 bits), for the reference chain.
   std::vector<std::uint16_t> download_w1(std::int64_t expert) const;
@@ -51,6 +54,7 @@ public:
 private:
   LayerShape shape_;
   void* w1_ = nullptr;
+  mutable void* w1_gate_second_ = nullptr;
   void* w2_ = nullptr;
 };
 
