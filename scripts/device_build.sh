@@ -19,12 +19,17 @@ export LD_LIBRARY_PATH=$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_L
 # sit in a checkout of another commit).
 [[ -f .deps/git_commit ]] && export MOEFIN_GIT_COMMIT=$(cat .deps/git_commit)
 build=${MOEFIN_BUILD_DIR:-build-device}
-# Prebuilt binaries (scripts/device_prepare.sh with MOEFIN_PREBUILT=1 built them for sm_90 on the
-# set-up machine, for the commit it recorded): used as build-device when they are of this commit
+# Prebuilt binaries (.deps/prebuilt.tar.xz: scripts/device_prepare.sh with MOEFIN_PREBUILT=1
+# built them for sm_90 on the set-up machine, for the commit it recorded): used as build-device when they are of this commit
 # and run here, which saves the GPU machine the ~5 minutes of a cold build. Anything else (no
 # prebuilt set, another commit, a binary that does not load, MOEFIN_PREBUILT=0) builds from
 # source as below.
 pre=.deps/prebuilt
+if [[ ${MOEFIN_PREBUILT:-1} != 0 && -f $pre.tar.xz && ! -d $pre ]]; then
+  # python3's lzma, since a bare image may lack the xz tool.
+  python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+    "$pre.tar.xz" "$pre" || rm -rf "$pre"
+fi
 if [[ ${MOEFIN_PREBUILT:-1} != 0 && -z ${MOEFIN_BUILD_TARGETS:-} && -f $pre/git_commit &&
       ! -f $build/CMakeCache.txt ]]; then
   if [[ -f .deps/git_commit && $(cat "$pre/git_commit") == "$(cat .deps/git_commit)" ]]; then
