@@ -65,8 +65,8 @@ if [[ ${MOEFIN_PREBUILT:-0} == 1 ]]; then
   echo "$archs" > .deps/prebuilt/arch
   echo "$commit" > .deps/prebuilt/git_commit
   # The executables share most of their bytes (every one links the kernels): one xz stream
-  # makes ~170 MB about 8 MB, within what a device call carries.
-  tar -C .deps/prebuilt -cf - . | xz -T2 -6 > .deps/prebuilt.tar.xz
+  # (-9: a 64 MiB window) makes ~170 MB about 8 MB, within what a device call carries.
+  tar -C .deps/prebuilt -cf - . | xz -T1 -9 > .deps/prebuilt.tar.xz
   rm -rf .deps/prebuilt
   echo "device_prepare: prebuilt $(du -sh .deps/prebuilt.tar.xz | cut -f1) (xz) for $commit"
 fi
