@@ -19,7 +19,7 @@
 # Variables: RELEASED_CHAIN_BUDGET_S (default 240) bounds the runs after the build; a phase that
 # does not fit is skipped with a line in the log, and each run is stopped at its share.
 # Time: the build (scripts/device_build.sh; seconds when build-device is current) plus at most
-# RELEASED_CHAIN_BUDGET_S: gpu test <= 30 s, measuring run <= 20 s, equivalence <= 60 s, race
+# RELEASED_CHAIN_BUDGET_S: gpu test of the released kernels <= 30 s, measuring run <= 20 s, equivalence <= 60 s, race
 # <= 40 s each, layer sweeps <= 40 s each (about 4 minutes in all).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
@@ -48,6 +48,7 @@ logged() { # limit_s command...
 }
 
 say "start: budget ${budget}s after the build"
+export MOEFIN_BUILD_TARGETS=${MOEFIN_BUILD_TARGETS:-moefin test_flashinfer_gpu}
 if ! scripts/device_build.sh >>"$log" 2>&1; then
   tail -60 "$log"
   exit 1
@@ -68,12 +69,15 @@ common=(--shapes top-8 --flavour released)
 status=()
 
 # 1. The released kernels on their own against moefin's references (layout facts, poisoned
-# outputs, PDL on and off), and the plan's host test.
+# outputs, PDL on and off).
 if fits 30 "gpu tests"; then
-  logged 25 "$build/tests/test_flashinfer_gpu" && status+=("adapter gpu test ok") ||
-    status+=("adapter gpu test FAILED")
-  logged 10 "$build/tests/test_released_chain" && status+=("plan test ok") ||
-    status+=("plan test FAILED")
+  if [[ -x $build/tests/test_flashinfer_gpu ]]; then
+    logged 25 "$build/tests/test_flashinfer_gpu"
+    rc=$?
+    status+=("adapter gpu test: $( ((rc == 0)) && echo ok || { ((rc == 77)) && echo skipped || echo "FAILED ($rc)"; })")
+  else
+    say "note: $build/tests/test_flashinfer_gpu is not built"
+  fi
 fi
 
 # 2. Equivalence. A short measuring run sizes the main one: routings per T so that both presets
@@ -86,11 +90,14 @@ if fits 80 equivalence; then
     --set finalize.variant=$fin --routings 500 --batch 250 --out "$probe"
   dt=$((SECONDS - t0))
   ((dt < 1)) && dt=1
-  # 500 routings in dt seconds (graph builds included); 2 presets x 3 T in 50 s.
-  per=$((500 * 50 / dt / 6 / 250 * 250))
+  # The rate the run printed (GPU time of both PDL modes, hashing included), else 500 / dt
+  # (graph builds included); 2 presets x 3 T in ~40 s of routings plus the graph builds.
+  rate=$(grep -o '[0-9]* routings/s' "$log" | tail -1 | cut -d' ' -f1)
+  [[ -z $rate ]] && rate=$((500 / dt))
+  per=$((rate * 40 / 6 / 250 * 250))
   ((per > 4000)) && per=4000
   ((per < 250)) && per=250
-  say "measuring run: 500 routings (T=4, both PDL modes, every buffer hashed) in ${dt}s, $((500 / dt)) routings/s with graph builds; main run: $per routings per (T, preset), $((per * 3)) per shape and preset"
+  say "measuring run: 500 routings (T=4, both PDL modes, every buffer hashed) in ${dt}s with the graph builds, ${rate} routings/s measured; main run: $per routings per (T, preset), $((per * 3)) per shape and preset"
   logged 70 "$bin" equivalence "${common[@]}" --tokens 1,2,4 --presets seed-after,safe \
     --set finalize.variant=$fin --routings "$per" --batch 250 --ref-checks 2 --out "$eq"
   rc=$?
