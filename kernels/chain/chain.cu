@@ -511,7 +511,7 @@ void ChainRunner::Impl::enqueue_layer(std::vector<LaunchDescriptor> const& launc
       c.stale = stale + it;
       c.recorded = recorded + it;
       // Not after the last layer: its buffers are what download() and the reference check read.
-      c.repoison = d.repoison && it + 1 < o.iterations;
+      c.repoison = d.repoison && it + 1 < o.iterations ? 1 : 0;
       launch_kernel(checksum_kernel, dim3(528), dim3(256), 0, stream, knobs.pdl, c);
       break;
     }

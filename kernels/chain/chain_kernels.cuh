@@ -59,7 +59,9 @@ struct ChecksumParams {
   std::int64_t expanded = 0;
   std::int32_t* stale = nullptr;    // [1] of this iteration
   std::int32_t* recorded = nullptr; // [1] of this iteration
-  bool repoison = false; // write 0xff bytes over every chunk after hashing it (LayerPlan::repoison)
+  // Non-zero: write 0xff bytes over every chunk after hashing it (LayerPlan::repoison). An int32
+  // the audit can assume (experiments/audit/moefin_plan.cpp).
+  std::int32_t repoison = 0;
 };
 
 /// Hash of 32-bit word w of buffer b holding v: distinct (w, v) pairs map to distinct inputs of
