@@ -236,8 +236,8 @@ struct LayerKey {
 
 /// Row i's weights format: bf16-tiled in files written before the column existed.
 std::string format_of(h5::Table const& t, std::size_t i) {
-  return t.has_column("weights_format") ? t.strings.at("weights_format")[i]
-                                        : std::string("bf16-tiled");
+  std::string const f = t.has_column("weights_format") ? t.strings.at("weights_format")[i] : "";
+  return f.empty() ? std::string("bf16-tiled") : f;
 }
 
 void print_one(h5::Table const& t, std::vector<Published> const& pub, std::string const& title,
@@ -340,7 +340,10 @@ void print_layer_tables(h5::Table const& t, std::string const& published_dir,
                         std::string const& gpu, std::ostream& os, h5::Table const* peers) {
   auto const whole = read_published(published_dir + "/whole_op_speedup.csv");
   auto const order = read_published(published_dir + "/pdl_ordering_speedup.csv");
-  bool const has_format = t.has_column("weights_format");
+  bool has_format = false; // a file written before the column: no format named
+  if (t.has_column("weights_format"))
+    for (auto const& f : t.strings.at("weights_format"))
+      has_format = has_format || !f.empty();
   std::vector<std::string> formats;
   for (std::size_t i = 0; i < t.rows; ++i)
     if (t.strings.at("finalize")[i] != "torch" &&
