@@ -10,9 +10,11 @@
 // (experiments/chain/reference_chain.cpp) and the chain description the verifier checks
 // (core/chain/verifier_chain.hpp). Header-only, no CUDA.
 //
-// Seams: a chain flavour names one implementation per kernel (moefin's own today; a flavour of
-// released kernels with moefin's GEMMs is another ChainFlavour), and its GEMMs name their weight
-// format (bf16 today).
+// Seams: a chain flavour names one implementation per kernel and the weight format its GEMMs
+// read: `moefin` (the tiled grouped GEMM, bf16 weights), `decode-bf16` and `decode-fp4` (the
+// split-K decode GEMM of kernels/gemm/decode.hpp on bf16 or 4-bit weights); a flavour of
+// released kernels with moefin's GEMMs is another ChainFlavour. The experiments pick one by its
+// weights format (`--weights-format`: bf16-tiled, bf16, fp4).
 
 #include "core/ops/chain_knobs.hpp"
 #include "core/ops/finalize_variants.hpp"
@@ -105,6 +107,11 @@ struct ChainFlavour {
   std::array<KernelImpl, 5> kernels; // routing, permute, gemm1, act, gemm2
 };
 
+/// Implementation names of the GEMM kernels: what kernels/chain/chain.cu launches for each.
+inline constexpr char const* kTiledGemmBf16 = "moefin.grouped_gemm.bf16";
+inline constexpr char const* kDecodeGemmBf16 = "moefin.decode_gemm.bf16";
+inline constexpr char const* kDecodeGemmFp4 = "moefin.decode_gemm.fp4";
+
 /// moefin's kernels (kernels/routing, permute, gemm, activation): every one waits before its
 /// first routing-dependent read (pdl_wait_point); the weights and the router scores are written
 /// before a batch starts.
@@ -127,7 +134,7 @@ inline ChainFlavour const& moefin_flavour() {
                   {},
                   {B::kTotalPaddedRows, B::kPermutedToToken, B::kHiddenStates},
                   {B::kPermuted}},
-       KernelImpl{"moefin.grouped_gemm.bf16",
+       KernelImpl{kTiledGemmBf16,
                   gemm::kDefaultTrigger,
                   {},
                   {B::kTotalPaddedRows, B::kCtaToExpert, B::kPermutedToToken, B::kPermuted, B::kW1},
@@ -137,12 +144,47 @@ inline ChainFlavour const& moefin_flavour() {
                   {},
                   {B::kTotalPaddedRows, B::kGemm1Out},
                   {B::kActOut}},
-       KernelImpl{"moefin.grouped_gemm.bf16",
+       KernelImpl{kTiledGemmBf16,
                   gemm::kDefaultTrigger,
                   {},
                   {B::kTotalPaddedRows, B::kCtaToExpert, B::kPermutedToToken, B::kActOut, B::kW2},
                   {B::kGemm2Out}}}};
   return f;
+}
+
+/// moefin's kernels with the split-K decode GEMM (kernels/gemm/decode.hpp) as GEMM1 and GEMM2,
+/// on bf16 (`fp4` false) or 4-bit weights. The chain launches it without weights_before_wait,
+/// so its contract is the tiled GEMM's: the expert map, the activations and the weights (values,
+/// fp4 scales and global scales: buffers w1/w2) all read after the wait, implicit trigger at exit.
+inline ChainFlavour make_decode_flavour(bool fp4) {
+  ChainFlavour f = moefin_flavour();
+  f.name = fp4 ? "decode-fp4" : "decode-bf16";
+  f.weights = fp4 ? "fp4" : "bf16";
+  for (int i : {2, 4})
+    f.kernels[static_cast<std::size_t>(i)].name = fp4 ? kDecodeGemmFp4 : kDecodeGemmBf16;
+  return f;
+}
+
+/// The values of `--weights-format`, in this order: bf16-tiled (flavour moefin), bf16
+/// (decode-bf16), fp4 (decode-fp4).
+inline std::vector<std::string> const& weights_format_names() {
+  static std::vector<std::string> const n = {"bf16-tiled", "bf16", "fp4"};
+  return n;
+}
+/// The format a run uses when none is given (and that files without the column ran).
+inline constexpr char const* kDefaultWeightsFormat = "bf16-tiled";
+
+/// The flavour of a weights format; nullptr for a name that is none.
+inline ChainFlavour const* flavour_for_format(std::string const& format) {
+  static ChainFlavour const bf16 = make_decode_flavour(false);
+  static ChainFlavour const fp4 = make_decode_flavour(true);
+  if (format == "bf16-tiled")
+    return &moefin_flavour();
+  if (format == "bf16")
+    return &bf16;
+  if (format == "fp4")
+    return &fp4;
+  return nullptr;
 }
 
 /// One kernel of the plan.

@@ -33,12 +33,14 @@ chain::ChainConfig placement_config(bench::Config const& row) {
   return cfg;
 }
 
-/// The configurations: a unit per (shape, T), its rows every finalize (new, previous and the
-/// registry's chain-listed variants) x placement (seed-after, seed-before), keyed
-/// "shape=..,T=..,finalize=..,placement=..". speedup_finalize pairs a row with the previous
-/// finalize at its placement, speedup_placement a seed-after row with seed-before.
+/// The configurations: a unit per (shape, weights format, T), its rows every finalize (new,
+/// previous and the registry's chain-listed variants) x placement (seed-after, seed-before), keyed
+/// "shape=..,T=..,finalize=..,placement=..[,weights_format=..]" (the format named only when it is
+/// not bf16-tiled, the one every earlier file ran). speedup_finalize pairs a row with the
+/// previous finalize at its placement, speedup_placement a seed-after row with seed-before.
 bench::Benchmark layer_benchmark(std::vector<std::string> const& shapes,
                                  std::map<std::string, chain::LayerShape> const& shape_of,
+                                 std::vector<std::string> const& formats,
                                  std::vector<std::int64_t> const& tokens, int rounds, int layers) {
   bench::Benchmark b("layer_sweep", chain_tables::layer_columns(),
                      "whole-layer time per layer (us), CUDA graph of `layers` layers on distinct "
@@ -49,9 +51,16 @@ bench::Benchmark layer_benchmark(std::vector<std::string> const& shapes,
   for (auto const* v : finalize::variants(finalize::kListChain))
     finalizes.push_back(v->name);
   b.axis(bench::string_axis("shape", shapes));
+  b.axis(bench::string_axis("weights_format", formats));
   b.axis(bench::int_axis("T", tokens));
   b.axis(bench::string_axis("finalize", finalizes, bench::Scope::kRow));
   b.axis(bench::string_axis("placement", {"seed-after", "seed-before"}, bench::Scope::kRow));
+  b.key([](bench::Config const& r) {
+    std::string const f = r.str("weights_format");
+    return "shape=" + r.str("shape") + ",T=" + std::to_string(r.num("T")) +
+           ",finalize=" + r.str("finalize") + ",placement=" + r.str("placement") +
+           (f == chain::kDefaultWeightsFormat ? "" : ",weights_format=" + f);
+  });
   b.timed();
   b.ratio({"speedup_finalize", "speedup_finalize_lo", "speedup_finalize_hi", "finalize",
            [](bench::Config const& r) {
@@ -66,8 +75,11 @@ bench::Benchmark layer_benchmark(std::vector<std::string> const& shapes,
   b.cost([&shape_of, rounds, layers](bench::Config const& u, std::size_t rows) {
     chain::LayerShape const& s = shape_of.at(u.str("shape"));
     // Weights read once per layer at ~2.5 TB/s, plus ~30 us of the rest; graphs take ~1 s each.
+    // fp4: 4.5 bits a weight.
+    double const bytes_per_weight = u.str("weights_format") == "fp4" ? 0.5625 : 2.0;
     double const weight_bytes =
-        2.0 * static_cast<double>(s.experts * (s.gemm1_n() * s.hidden + s.hidden * s.inter));
+        bytes_per_weight *
+        static_cast<double>(s.experts * (s.gemm1_n() * s.hidden + s.hidden * s.inter));
     double const layer_s = weight_bytes / 2.5e12 + 30e-6 * static_cast<double>(u.num("T") + 1);
     return static_cast<double>(rows) * (1.0 + static_cast<double>((rounds + 2) * layers) * layer_s);
   });
@@ -91,6 +103,9 @@ int sweep_layer(cli::Args const& args) {
       "--stamps[=T,..]: after the timed rounds, replay the graph of each configuration (of these "
       "token counts; all when none are given) once more with per-CTA stamps and store its last "
       "layer's timeline (groups timeline_layer_N)")(
+      "peers", po::value<std::string>(),
+      "with --print: a file of the PyTorch layer peer (experiments/chain/peers_layer_torch.py), "
+      "shown as columns of the per-format table")(
       "published", po::value<std::string>()->default_value(chain_tables::default_published_dir()),
       "folder of whole_op_speedup.csv and pdl_ordering_speedup.csv")(
       "print", po::value<std::string>(), "print the tables of FILE's /layer_sweep and exit")(
@@ -98,20 +113,28 @@ int sweep_layer(cli::Args const& args) {
               "needed");
   // The kernels' own policies (two CTAs per SM) and the driver's carveout: the layer as it runs.
   chain_run::add_residency_options(desc, chain_run::Residency{2, false});
+  chain_run::add_weights_format_option(desc, "a list is an axis of the sweep");
   cli::add_result_options(desc, "sweep layer");
   po::variables_map vm;
   if (!cli::parse("sweep layer",
-                  "[--shapes S] [--tokens T] [--rounds N] [--layers N] [--ctas-per-sm N] "
-                  "[--carveout C] [--stamps[=T,..]] [--print FILE] [--out FILE]",
+                  "[--shapes S] [--tokens T] [--weights-format F] [--rounds N] [--layers N] "
+                  "[--ctas-per-sm N] [--carveout C] [--stamps[=T,..]] [--print FILE [--peers "
+                  "FILE]] [--out FILE]",
                   desc, args, vm))
     return kExitOk;
   std::string const published = vm["published"].as<std::string>();
   if (vm.count("print")) {
     h5::ResultReader reader(vm["print"].as<std::string>());
+    h5::Table peers;
+    if (vm.count("peers"))
+      peers = h5::ResultReader(vm["peers"].as<std::string>()).read_table("layer_sweep");
     chain_tables::print_layer_tables(reader.read_table("layer_sweep"), published,
-                                     reader.provenance().at("gpu_name"), std::cout);
+                                     reader.provenance().at("gpu_name"), std::cout,
+                                     vm.count("peers") ? &peers : nullptr);
     return kExitOk;
   }
+  if (vm.count("peers"))
+    throw InputError("--peers: only with --print FILE (a run writes moefin's rows only)");
   auto const shapes = chain::parse_shapes(vm["shapes"].as<std::string>(), "--shapes");
   auto const tokens = cli::parse_int_list("--tokens", vm["tokens"].as<std::string>(), 1, 128);
   int const rounds = vm["rounds"].as<int>();
@@ -126,9 +149,13 @@ int sweep_layer(cli::Args const& args) {
                        ? tokens
                        : cli::parse_int_list("--stamps", vm["stamps"].as<std::string>(), 1, 128);
   chain_run::Residency const residency = chain_run::read_residency_options(vm);
-  for (auto const& s : shapes)
+  std::vector<std::string> const formats = chain_run::read_weights_formats(vm);
+  for (auto const& s : shapes) {
     for (auto T : tokens)
       chain::validate(s, T, tile_m);
+    for (auto const& f : formats)
+      chain_run::check_weights_format(f, s, tile_m);
+  }
   chain_tables::read_published(published + "/whole_op_speedup.csv"); // fail early on a bad path
   std::map<std::string, chain::LayerShape> shape_of;
   std::vector<std::string> shape_names;
@@ -136,7 +163,8 @@ int sweep_layer(cli::Args const& args) {
     shape_of[s.name] = s;
     shape_names.push_back(s.name);
   }
-  bench::Benchmark const bench = layer_benchmark(shape_names, shape_of, tokens, rounds, layers);
+  bench::Benchmark const bench =
+      layer_benchmark(shape_names, shape_of, formats, tokens, rounds, layers);
   if (vm.count("list")) {
     bench.list(std::cout);
     return kExitOk;
@@ -151,16 +179,18 @@ int sweep_layer(cli::Args const& args) {
   std::int64_t timelines = 0;
   while (file.has_group("timeline_layer_" + std::to_string(timelines)))
     ++timelines;
-  std::string weights_of; // the shape whose weights are on the device
+  std::string weights_of; // the shape and format whose weights are on the device
   std::unique_ptr<chain::LayerWeights> weights;
   auto body = [&](bench::Unit const& u, std::vector<bench::Config> const& todo,
                   bench::Recorder& rec) {
     chain::LayerShape const& shape = shape_of.at(u.config.str("shape"));
     std::int64_t const T = u.config.num("T");
-    if (weights_of != shape.name) {
+    std::string const format = u.config.str("weights_format");
+    if (weights_of != shape.name + " " + format) {
       weights.reset();
-      weights = std::make_unique<chain::LayerWeights>(shape, chain::weight_seed(seed, shape));
-      weights_of = shape.name;
+      weights =
+          std::make_unique<chain::LayerWeights>(shape, chain::weight_seed(seed, shape), format);
+      weights_of = shape.name + " " + format;
     }
     chain::RunnerOptions ro;
     ro.tokens = T;

@@ -209,9 +209,16 @@ chain::CellVerdict row_verdict(h5::Table const& t, std::size_t row, h5::Provenan
   if (!graph && launch->second != "stream")
     throw InputError("race_matrix: launch attribute '" + launch->second +
                      "' not one of {graph, stream}");
+  // The flavour of the file's weights format (bf16-tiled for files written before it existed).
+  auto const format = root.find("weights_format");
+  chain::ChainFlavour const* flavour = chain::flavour_for_format(
+      format == root.end() ? std::string(chain::kDefaultWeightsFormat) : format->second);
+  if (!flavour)
+    throw InputError("race_matrix: weights_format attribute '" + format->second +
+                     "' not one of {bf16-tiled, bf16, fp4}");
   return chain::verify_cell(row_config(t, row, root),
                             finalize::variant(column(t, "finalize", row), "race_matrix finalize"),
-                            graph);
+                            graph, *flavour);
 }
 
 std::size_t fill_verdicts(h5::Table& t, h5::Provenance const& root) {

@@ -61,7 +61,8 @@ finalize::FinalizeVariant const& planned_finalize_variant(chain::LayerShape cons
 chain::ChainConfig row_config(h5::Table const& t, std::size_t row, h5::Provenance const& root);
 
 /// The verifier on the chain of row `row` (chain::verify_cell), in the launch mode of the root
-/// attribute `launch` (graph when absent: the only mode before the attribute existed).
+/// attribute `launch` (graph when absent: the only mode before the attribute existed), with the
+/// chain flavour of the root attribute `weights_format` (bf16-tiled when absent).
 chain::CellVerdict row_verdict(h5::Table const& t, std::size_t row, h5::Provenance const& root);
 
 /// Replaces `unknown` in the `verifier` column (files written before moefin race filled it) by

@@ -150,6 +150,40 @@ Replay replay(chain::LayerWeights const&, chain::RunnerOptions, chain::ChainConf
 
 #endif
 
+void add_weights_format_option(cli::po::options_description& desc, std::string const& what) {
+  desc.add_options()("weights-format",
+                     cli::po::value<std::string>()->default_value(chain::kDefaultWeightsFormat),
+                     ("weight formats of GEMM1 and GEMM2: bf16-tiled (the tiled grouped GEMM), "
+                      "bf16 or fp4 (the split-K decode GEMM on bf16 or 4-bit NVFP4-like "
+                      "weights); " +
+                      what)
+                         .c_str());
+}
+
+std::vector<std::string> read_weights_formats(cli::po::variables_map const& vm) {
+  std::vector<std::string> out;
+  for (auto const& f :
+       chain::split_list(vm["weights-format"].as<std::string>(), "--weights-format")) {
+    cli::check_choice("--weights-format", f, chain::weights_format_names());
+    if (std::find(out.begin(), out.end(), f) != out.end())
+      throw InputError("--weights-format: '" + f + "' given twice");
+    out.push_back(f);
+  }
+  return out;
+}
+
+void check_weights_format(std::string const& format, chain::LayerShape const& shape,
+                          std::int64_t tile_m) {
+  if (format == chain::kDefaultWeightsFormat)
+    return;
+  if (tile_m != 8 && tile_m != 16)
+    throw InputError("--tile-m: " + std::to_string(tile_m) + " with --weights-format " + format +
+                     ": the decode GEMM takes a row tile of 8 or 16");
+  if (format == "fp4" && (shape.hidden % 128 != 0 || shape.inter % 128 != 0))
+    throw InputError("--shapes: " + shape.name + " with --weights-format fp4: hidden and " +
+                     "intermediate sizes must be multiples of 128");
+}
+
 void add_residency_options(cli::po::options_description& desc, Residency const& defaults) {
   namespace po = cli::po;
   // Checked while parsing (cli::ranged, cli::choice): before any command opens the device.

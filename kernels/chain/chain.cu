@@ -1,12 +1,14 @@
 // ChainRunner: device buffers of one (shape, T), the checked and the timing graphs, replays.
 // What a layer launches comes from its layer plan (chain_launches.cpp); this file executes it.
 
+#include "core/fp4.hpp"
 #include "core/ops/errors.hpp"
 #include "core/ops/ranges.hpp"
 #include "core/rng.hpp"
 #include "kernels/activation/activation.hpp"
 #include "kernels/chain/chain_kernels.cuh"
 #include "kernels/chain/chain_launches.hpp"
+#include "kernels/gemm/decode.hpp"
 #include "kernels/gemm/gemm.hpp"
 #include "kernels/permute/permute.hpp"
 #include "kernels/routing/routing.hpp"
@@ -52,49 +54,87 @@ void device_free(void* p) {
 
 } // namespace
 
-LayerWeights::LayerWeights(LayerShape const& shape, std::uint64_t seed) : shape_(shape) {
+LayerWeights::LayerWeights(LayerShape const& shape, std::uint64_t seed, std::string const& format)
+    : shape_(shape), format_(format), flavour_(flavour_for_format(format)) {
+  if (!flavour_)
+    throw InputError("weights format '" + format + "' not one of {bf16-tiled, bf16, fp4}");
   validate(shape, 1, 16);
-  std::int64_t const n1 = shape.experts * shape.gemm1_n() * shape.hidden;
-  std::int64_t const n2 = shape.experts * shape.hidden * shape.inter;
-  w1_ = device_alloc(static_cast<std::size_t>(n1) * 2, "w1");
+  w_[0].n = shape.gemm1_n();
+  w_[0].k = shape.hidden;
+  w_[1].n = shape.hidden;
+  w_[1].k = shape.inter;
+  if (fp4())
+    for (Matrix const& m : w_)
+      ranges::check_multiple("fp4 weights k (hidden, inter)", m.k, 128);
   try {
-    w2_ = device_alloc(static_cast<std::size_t>(n2) * 2, "w2");
+    for (int i = 0; i < 2; ++i) {
+      Matrix& m = w_[i];
+      std::int64_t const count = shape.experts * m.n * m.k;
+      float const scale = 1.0f / std::sqrt(static_cast<float>(m.k));
+      std::uint64_t const s = Rng::mix(seed, static_cast<std::uint64_t>(i + 1));
+      if (fp4()) {
+        m.values = device_alloc(static_cast<std::size_t>(count / 2), "fp4 weight values");
+        m.scales = static_cast<std::uint8_t*>(
+            device_alloc(static_cast<std::size_t>(count / fp4::kBlock), "fp4 weight scales"));
+        m.global = static_cast<float*>(
+            device_alloc(static_cast<std::size_t>(shape.experts) * 4, "fp4 global scales"));
+        gemm::fill_fp4(m.values, m.scales, m.global, shape.experts, m.n, m.k, s, scale, nullptr);
+      } else {
+        m.values = device_alloc(static_cast<std::size_t>(count) * 2, i ? "w2" : "w1");
+        gemm::fill_random_bf16(m.values, count, s, 0.05f, 1.0f, scale, nullptr);
+      }
+    }
+    MOEFIN_CUDA_CHECK(cudaDeviceSynchronize());
   } catch (...) {
-    device_free(w1_);
+    for (Matrix& m : w_) {
+      device_free(m.values);
+      device_free(m.scales);
+      device_free(m.global);
+    }
     throw;
   }
-  gemm::fill_random_bf16(w1_, n1, Rng::mix(seed, 1), 0.05f, 1.0f,
-                         1.0f / std::sqrt(static_cast<float>(shape.hidden)), nullptr);
-  gemm::fill_random_bf16(w2_, n2, Rng::mix(seed, 2), 0.05f, 1.0f,
-                         1.0f / std::sqrt(static_cast<float>(shape.inter)), nullptr);
-  MOEFIN_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 LayerWeights::~LayerWeights() {
-  device_free(w1_);
-  device_free(w2_);
+  for (Matrix& m : w_) {
+    device_free(m.values);
+    device_free(m.scales);
+    device_free(m.global);
+  }
+}
+
+std::size_t LayerWeights::value_bytes(Matrix const& m) const {
+  return static_cast<std::size_t>(fp4() ? m.n * m.k / 2 : m.n * m.k * 2);
 }
 
 std::size_t LayerWeights::bytes() const {
-  return static_cast<std::size_t>(shape_.experts) *
-         static_cast<std::size_t>(shape_.gemm1_n() * shape_.hidden + shape_.hidden * shape_.inter) *
-         2;
+  std::size_t b = 0;
+  for (Matrix const& m : w_)
+    b += static_cast<std::size_t>(shape_.experts) *
+         static_cast<std::size_t>(gemm::expert_weight_bytes(
+             fp4() ? gemm::WeightFormat::kFp4 : gemm::WeightFormat::kBf16, m.n, m.k));
+  return b;
 }
 
-std::vector<std::uint16_t> LayerWeights::download_w1(std::int64_t expert) const {
-  std::size_t const n = static_cast<std::size_t>(shape_.gemm1_n() * shape_.hidden);
-  std::vector<std::uint16_t> h(n);
-  MOEFIN_CUDA_CHECK(cudaMemcpy(h.data(), static_cast<std::uint16_t const*>(w1_) + expert * n, n * 2,
-                               cudaMemcpyDeviceToHost));
-  return h;
-}
-
-std::vector<std::uint16_t> LayerWeights::download_w2(std::int64_t expert) const {
-  std::size_t const n = static_cast<std::size_t>(shape_.hidden * shape_.inter);
-  std::vector<std::uint16_t> h(n);
-  MOEFIN_CUDA_CHECK(cudaMemcpy(h.data(), static_cast<std::uint16_t const*>(w2_) + expert * n, n * 2,
-                               cudaMemcpyDeviceToHost));
-  return h;
+LayerWeights::Expert LayerWeights::download(int gemm, std::int64_t expert) const {
+  if (gemm != 1 && gemm != 2)
+    throw std::logic_error("LayerWeights::download: gemm " + std::to_string(gemm));
+  Matrix const& m = w_[gemm - 1];
+  Expert e;
+  std::size_t const vb = value_bytes(m);
+  e.values.resize(vb);
+  MOEFIN_CUDA_CHECK(
+      cudaMemcpy(e.values.data(),
+                 static_cast<std::uint8_t const*>(m.values) + static_cast<std::size_t>(expert) * vb,
+                 vb, cudaMemcpyDeviceToHost));
+  if (fp4()) {
+    std::size_t const sb = static_cast<std::size_t>(m.n * m.k / fp4::kBlock);
+    e.scales.resize(sb);
+    MOEFIN_CUDA_CHECK(cudaMemcpy(e.scales.data(), m.scales + static_cast<std::size_t>(expert) * sb,
+                                 sb, cudaMemcpyDeviceToHost));
+    MOEFIN_CUDA_CHECK(cudaMemcpy(&e.global, m.global + expert, 4, cudaMemcpyDeviceToHost));
+  }
+  return e;
 }
 
 namespace {
@@ -103,6 +143,7 @@ struct LayerParams {
   routing::RoutingParams routing;
   permute::PermuteParams permute;
   gemm::GroupedGemmParams gemm1, gemm2;
+  gemm::DecodeGemmParams decode1, decode2; // the same GEMMs for the decode flavours
   activation::ActivationParams act;
   finalize::FinalizeParams fin;
 };
@@ -229,13 +270,16 @@ ChainRunner::ChainRunner(LayerWeights const& weights, RunnerOptions const& opt)
     activation::ActivationParams ap;
     ap.max_rows = max_rows_;
     d.stamp_ctas[static_cast<int>(Kernel::kActivation)] = activation::num_ctas(ap, opt.ctas_per_sm);
-    gemm::GroupedGemmParams g;
-    g.max_rows = max_rows_;
-    g.tile_m = opt.tile_m;
-    g.n = s.gemm1_n();
-    d.stamp_ctas[static_cast<int>(Kernel::kGemm1)] = gemm::num_ctas(g, opt.ctas_per_sm);
-    g.n = s.hidden;
-    d.stamp_ctas[static_cast<int>(Kernel::kGemm2)] = gemm::num_ctas(g, opt.ctas_per_sm);
+    gemm::DecodeGemmParams g;
+    g.gemm.max_rows = max_rows_;
+    g.gemm.tile_m = opt.tile_m;
+    gemm::Variant const v = weights.flavour().kernels[2].name == kTiledGemmBf16
+                                ? gemm::Variant::kTiled
+                                : gemm::Variant::kSplitK;
+    g.gemm.n = s.gemm1_n();
+    d.stamp_ctas[static_cast<int>(Kernel::kGemm1)] = gemm::num_ctas(g, v, opt.ctas_per_sm);
+    g.gemm.n = s.hidden;
+    d.stamp_ctas[static_cast<int>(Kernel::kGemm2)] = gemm::num_ctas(g, v, opt.ctas_per_sm);
     for (int i = 0; i < kNumKernels; ++i)
       d.stamps[i] = static_cast<std::int64_t*>(
           d.alloc(static_cast<std::size_t>(d.stamp_ctas[i]) * 4 * 8, "stamps"));
@@ -315,6 +359,18 @@ LayerParams ChainRunner::Impl::layer(int it) const {
   };
   l.gemm1 = gemm_of(p.permuted, w->w1(), ptr(Buffer::kGemm1Out), s.gemm1_n(), s.hidden);
   l.gemm2 = gemm_of(ptr(Buffer::kActOut), w->w2(), ptr(Buffer::kGemm2Out), s.hidden, s.inter);
+  auto decode_of = [&](gemm::GroupedGemmParams const& g, int which) {
+    gemm::DecodeGemmParams d;
+    d.gemm = g;
+    d.format = w->fp4() ? gemm::WeightFormat::kFp4 : gemm::WeightFormat::kBf16;
+    if (w->fp4()) {
+      d.scales = w->scales(which);
+      d.global_scale = w->global(which);
+    }
+    return d;
+  };
+  l.decode1 = decode_of(l.gemm1, 1);
+  l.decode2 = decode_of(l.gemm2, 2);
 
   auto& a = l.act;
   a.in = ptr(Buffer::kGemm1Out);
@@ -388,13 +444,21 @@ void ChainRunner::Impl::enqueue_layer(std::vector<LaunchDescriptor> const& launc
       permute::run(l.permute, knobs, stream);
       break;
     case Kernel::kGemm1:
-      gemm::run(l.gemm1, knobs, stream);
+    case Kernel::kGemm2: {
+      bool const first = d.kernel == Kernel::kGemm1;
+      if (d.impl == kTiledGemmBf16) {
+        gemm::run(first ? l.gemm1 : l.gemm2, knobs, stream);
+      } else if (d.impl == kDecodeGemmBf16 || d.impl == kDecodeGemmFp4) {
+        gemm::DecodeOptions o;
+        o.pdl = knobs;
+        gemm::run_decode(first ? l.decode1 : l.decode2, gemm::Variant::kSplitK, o, stream);
+      } else {
+        throw std::logic_error("chain: no launcher for GEMM implementation " + d.impl);
+      }
       break;
+    }
     case Kernel::kActivation:
       activation::run(l.act, knobs, stream);
-      break;
-    case Kernel::kGemm2:
-      gemm::run(l.gemm2, knobs, stream);
       break;
     case Kernel::kFinalize: {
       finalize::Options f = d.finalize;
@@ -441,14 +505,19 @@ cudaGraphExec_t ChainRunner::Impl::graph(ChainConfig const& cfg, bool pdl, Graph
   LayerParams const l0 = layer(0); // shape errors as InputError, before the capture starts
   routing::validate(l0.routing);
   permute::validate(l0.permute);
-  gemm::validate(l0.gemm1);
-  gemm::validate(l0.gemm2);
+  LayerPlan const plan = make_layer_plan(cfg, finalize_variant(cfg), w->flavour());
+  if (plan.at(Kernel::kGemm1).impl == kTiledGemmBf16) {
+    gemm::validate(l0.gemm1);
+    gemm::validate(l0.gemm2);
+  } else {
+    gemm::validate(l0.decode1, gemm::Variant::kSplitK);
+    gemm::validate(l0.decode2, gemm::Variant::kSplitK);
+  }
   activation::validate(l0.act);
   cudaGraph_t g = nullptr;
   bool const checked = kind == GraphKind::kChecked;
   std::vector<LaunchDescriptor> const launches =
-      layer_launches(make_layer_plan(cfg, finalize_variant(cfg)),
-                     RunFlags{pdl, o.ctas_per_sm, o.max_shared_carveout, checked});
+      layer_launches(plan, RunFlags{pdl, o.ctas_per_sm, o.max_shared_carveout, checked});
   MOEFIN_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
   stamping = kind == GraphKind::kTimingStamped || (checked && o.stamps);
   try {
@@ -572,7 +641,7 @@ finalize::FinalizeVariant const& ChainRunner::finalize_variant(ChainConfig const
 }
 
 LayerPlan ChainRunner::plan(ChainConfig const& cfg) const {
-  return make_layer_plan(cfg, finalize_variant(cfg));
+  return make_layer_plan(cfg, finalize_variant(cfg), weights_.flavour());
 }
 
 } // namespace moefin::chain

@@ -13,6 +13,7 @@ std::vector<LaunchDescriptor> layer_launches(LayerPlan const& plan, RunFlags con
       continue;
     LaunchDescriptor d;
     d.kernel = k.kernel;
+    d.impl = k.impl;
     d.knobs.pdl = run.pdl && k.pdl;
     d.knobs.trigger = k.trigger;
     d.knobs.delay_ns = k.delay_ns;

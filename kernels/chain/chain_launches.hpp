@@ -8,6 +8,7 @@
 #include "core/ops/layer_plan.hpp"
 #include "core/ops/pdl_knobs.hpp"
 
+#include <string>
 #include <vector>
 
 namespace moefin::chain {
@@ -23,6 +24,7 @@ struct RunFlags {
 /// One kernel launch of a layer.
 struct LaunchDescriptor {
   Kernel kernel = Kernel::kRouting; // which launcher (kChecksum: the checksum kernel)
+  std::string impl;                 // KernelPlan::impl: the GEMMs' launcher follows it
   PdlKnobs knobs;                   // trigger resolved; stamps are the CUDA side's (per iteration)
   // Finalize: the Options handed to finalize::run (variant, the run's metadata placement, the
   // same PDL knobs); the CUDA side adds the snapshot pointer when `snapshot` is set.
