@@ -12,11 +12,13 @@
 //
 // Seams: a chain flavour names one implementation per kernel and the weight format its GEMMs
 // read: `moefin` (the tiled grouped GEMM, bf16 weights), `decode-bf16` and `decode-fp4` (the
-// split-K decode GEMM of kernels/gemm/decode.hpp on bf16 or 4-bit weights); a flavour of
-// released kernels with moefin's GEMMs is another ChainFlavour. The experiments pick one by its
-// weights format (`--weights-format`: bf16-tiled, bf16, fp4).
+// split-K decode GEMM of kernels/gemm/decode.hpp on bf16 or 4-bit weights); the experiments pick
+// one by its weights format (`--weights-format`: bf16-tiled, bf16, fp4). ChainConfig::flavour
+// "released" replaces moefin's routing, permute and activation by the released FlashInfer ones
+// (released_flavour(), over the tiled bf16 GEMMs only).
 
 #include "core/ops/chain_knobs.hpp"
+#include "core/ops/errors.hpp"
 #include "core/ops/finalize_variants.hpp"
 #include "core/ops/pdl_knobs.hpp"
 
@@ -97,14 +99,22 @@ struct KernelImpl {
   std::string name; // "moefin.routing", ...
   Trigger default_trigger = Trigger::kExit;
   std::vector<Buffer> reads_before_wait, reads_after_wait, writes; // writes follow the wait
+  bool released = false; // a released library's kernel (launched through its adapter)
+  // The kernel triggers where its code does, whatever the run asks (default_trigger), and has no
+  // injected delay: the released kernels carry neither knob.
+  bool fixed = false;
 };
 
 /// One implementation of each kernel of the layer but finalize (whose implementation is the
 /// registry entry the run picks) and the weight format its GEMMs read.
 struct ChainFlavour {
-  std::string name;                  // "moefin"
+  std::string name;                  // "moefin", "released"
   std::string weights;               // "bf16"
   std::array<KernelImpl, 5> kernels; // routing, permute, gemm1, act, gemm2
+  // GEMM1 reads W1 with the two halves of its output rows swapped, so that it writes [up | gate]
+  // where moefin's activation reads [gate | up] (the released activation takes the gate from the
+  // second half of each row); the layer computes the same function.
+  bool gate_second = false;
 };
 
 /// Implementation names of the GEMM kernels: what kernels/chain/chain.cu launches for each.
@@ -152,6 +162,59 @@ inline ChainFlavour const& moefin_flavour() {
   return f;
 }
 
+/// The released flavour: the released FlashInfer routing block kernel, permuteKernel and
+/// activationKernel (flashinfer-python 0.7.2.post1; kernels/external/flashinfer/flashinfer_chain.hpp)
+/// around moefin's GEMMs. The contracts are the released code's (results/audit/released_audit.h5,
+/// README "The released chain, read from its binaries"): routing waits on every path, triggers
+/// right after its wait and writes every output after it, and writes neither expert_ids nor
+/// expert_counts nor expert_offsets (moefin's GEMMs and finalize read none of them); permute and
+/// activation trigger at entry, then wait, and read expanded_to_permuted after the wait. The
+/// released permute leaves padding rows of `permuted` unwritten and the released activation
+/// those of `act_out`; moefin's GEMMs skip them (permuted_to_token < 0). SwiGLU only: there is no
+/// released ReLU^2 kernel (FlashInfer fuses it into its GEMM1 epilogue).
+inline ChainFlavour const& released_flavour() {
+  using B = Buffer;
+  ChainFlavour const& m = moefin_flavour();
+  static ChainFlavour const f{
+      "released",
+      "bf16",
+      {KernelImpl{"flashinfer.routing_block",
+                  Trigger::kAfterWait,
+                  {},
+                  {B::kScores},
+                  {B::kExpertWeights, B::kExpandedToPermuted, B::kPermutedToToken,
+                   B::kPermutedToExpanded, B::kCtaToExpert, B::kTotalPaddedRows},
+                  true,
+                  true},
+       KernelImpl{"flashinfer.permute",
+                  Trigger::kEntry,
+                  {},
+                  {B::kExpandedToPermuted, B::kHiddenStates},
+                  {B::kPermuted},
+                  true,
+                  true},
+       m.kernels[2],
+       KernelImpl{"flashinfer.activation",
+                  Trigger::kEntry,
+                  {},
+                  {B::kExpandedToPermuted, B::kGemm1Out},
+                  {B::kActOut},
+                  true,
+                  true},
+       m.kernels[4]},
+      true};
+  return f;
+}
+
+/// The flavour named `name` ("moefin", "released"); InputError otherwise.
+inline ChainFlavour const& chain_flavour(std::string const& name) {
+  if (name == "moefin")
+    return moefin_flavour();
+  if (name == "released")
+    return released_flavour();
+  throw InputError("--flavour: value '" + name + "' not one of {moefin, released}");
+}
+
 /// moefin's kernels with the split-K decode GEMM (kernels/gemm/decode.hpp) as GEMM1 and GEMM2,
 /// on bf16 (`fp4` false) or 4-bit weights. The chain launches it without weights_before_wait,
 /// so its contract is the tiled GEMM's: the expert map, the activations and the weights (values,
@@ -192,6 +255,7 @@ struct KernelPlan {
   Kernel kernel = Kernel::kRouting;
   std::string name; // kernel_name(kernel): "routing", ..., "finalize", "checksum"
   std::string impl; // its implementation (KernelImpl::name; finalize: the variant's name)
+  bool released = false; // launched through the released library's adapter (KernelImpl::released)
   bool pdl = true;  // launched with the attribute when the run has PDL on
   Trigger trigger = Trigger::kExit; // resolved, never kDefault
   bool waits = true;                // every path executes the grid-dependency wait
@@ -210,6 +274,15 @@ struct LayerPlan {
   // Exactly then the snapshot of finalize's indices is taken and hashed, whatever the variant
   // does with the permission.
   bool meta_allowed = false;
+  // Finalize records the indices it read before its wait and the checksum compares them:
+  // meta_allowed, unless the finalize is a released kernel (it has no snapshot).
+  bool snapshot = false;
+  bool gate_second = false; // ChainFlavour::gate_second
+  // The checksum kernel poisons (0xff bytes) every chunk it hashed, but after the last layer of a
+  // batch: released kernels leave rows unwritten (padding rows of permuted, act_out,
+  // permuted_to_expanded, tiles past the end of cta_to_expert), so every layer starts from the
+  // same poisoned buffers and its hashes are a function of its own routing.
+  bool repoison = false;
   std::vector<KernelPlan> kernels; // kPlanKernels, in stream order
 
   KernelPlan const& at(Kernel k) const { return kernels.at(static_cast<std::size_t>(k)); }
@@ -223,23 +296,42 @@ struct LayerPlan {
 
 /// The plan of one layer of `cfg` whose finalize is `fin` (the variant the run launches: the one
 /// the dispatch rule picks for the shape, or the forced one).
+/// A kernel of a fixed contract (KernelImpl::fixed) ignores the run's trigger placement and
+/// refuses an injected delay (InputError); a released finalize triggers where its code does and
+/// cannot read its metadata after its wait.
 inline LayerPlan make_layer_plan(ChainConfig const& cfg, finalize::FinalizeVariant const& fin,
-                                 ChainFlavour const& flavour = moefin_flavour()) {
+                                 ChainFlavour const& gemms = moefin_flavour()) {
   using B = Buffer;
+  // `gemms` is the flavour of the run's weights format; cfg.flavour "released" puts the released
+  // routing, permute and activation around it (the tiled bf16 GEMMs only: the released activation
+  // needs GEMM1's weight halves swapped, which only the bf16 tiled weights have a copy for).
+  if (cfg.flavour != "moefin" && gemms.name != moefin_flavour().name)
+    throw InputError("--flavour " + cfg.flavour + ": runs the tiled bf16 GEMMs only " +
+                     "(--weights-format bf16-tiled), not " + gemms.name);
+  ChainFlavour const& flavour = cfg.flavour == "moefin" ? gemms : chain_flavour(cfg.flavour);
   LayerPlan p;
   p.flavour = flavour.name;
   p.weights = flavour.weights;
   p.finalize = &fin;
   p.meta_allowed = cfg.metadata_before_wait;
+  bool const released_fin = fin.source == finalize::Source::kReleased;
+  p.snapshot = p.meta_allowed && !released_fin;
+  p.gate_second = flavour.gate_second;
   for (std::size_t i = 0; i < flavour.kernels.size(); ++i) {
     Kernel const k = kAllKernels[i];
     KernelImpl const& impl = flavour.kernels[i];
+    p.repoison = p.repoison || impl.released;
     KernelPlan kp;
     kp.kernel = k;
     kp.name = kernel_name(k);
     kp.impl = impl.name;
+    kp.released = impl.released;
     kp.pdl = cfg.at(k).pdl;
-    kp.trigger = resolve(cfg.at(k).trigger, impl.default_trigger);
+    kp.trigger = impl.fixed ? impl.default_trigger : resolve(cfg.at(k).trigger, impl.default_trigger);
+    if (impl.fixed && cfg.at(k).delay_ns != 0)
+      throw InputError(std::string(kernel_name(k)) + ".delay_ns: " + impl.name +
+                       " (the " + flavour.name + " chain) has no injected delay (delay " +
+                       std::to_string(cfg.at(k).delay_ns) + " ns asked)");
     kp.delay_ns = cfg.at(k).delay_ns;
     kp.reads_before_wait = impl.reads_before_wait;
     kp.reads_after_wait = impl.reads_after_wait;
@@ -251,8 +343,14 @@ inline LayerPlan make_layer_plan(ChainConfig const& cfg, finalize::FinalizeVaria
   f.name = kernel_name(Kernel::kFinalize);
   f.impl = fin.name;
   f.pdl = cfg.at(Kernel::kFinalize).pdl;
-  f.trigger = fin.trigger_for(cfg.at(Kernel::kFinalize).trigger);
+  f.released = released_fin;
+  f.trigger = released_fin ? fin.default_trigger : fin.trigger_for(cfg.at(Kernel::kFinalize).trigger);
   f.delay_ns = cfg.at(Kernel::kFinalize).delay_ns;
+  if (released_fin && f.delay_ns != 0)
+    throw InputError("finalize.delay_ns: " + fin.name + " (released) has no injected delay");
+  if (released_fin && fin.meta_before_wait && !cfg.metadata_before_wait)
+    throw InputError("finalize.meta=after: " + fin.name +
+                     " (released) always reads indices and weights before its wait");
   std::vector<B> const meta = {B::kExpandedToPermuted, B::kExpertWeights};
   if (fin.reads_meta_before_wait(cfg.metadata_before_wait))
     f.reads_before_wait = meta;
@@ -260,7 +358,7 @@ inline LayerPlan make_layer_plan(ChainConfig const& cfg, finalize::FinalizeVaria
     f.reads_after_wait = meta;
   f.reads_after_wait.push_back(B::kGemm2Out);
   f.writes = {B::kOut};
-  if (p.meta_allowed)
+  if (p.snapshot)
     f.writes.push_back(B::kSnapshot); // recorded after the wait
   p.kernels.push_back(std::move(f));
   // The checksum kernel: a PDL secondary that waits at entry, hashes every buffer of the layer
@@ -271,9 +369,12 @@ inline LayerPlan make_layer_plan(ChainConfig const& cfg, finalize::FinalizeVaria
   c.impl = "moefin.checksum";
   c.trigger = Trigger::kExit;
   c.reads_after_wait = hashed_buffers();
-  if (p.meta_allowed)
+  if (p.snapshot)
     c.reads_after_wait.push_back(B::kSnapshot);
   c.writes = {B::kChecksums};
+  if (p.repoison)
+    for (Buffer b : hashed_buffers())
+      c.writes.push_back(b);
   p.kernels.push_back(std::move(c));
   return p;
 }

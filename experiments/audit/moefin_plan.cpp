@@ -173,6 +173,9 @@ audit::Launches moefin_launches(chain::LayerPlan const& plan, MoefinLaunchOption
       c.params.emplace_back("p.snapshot", std::vector<std::string>{"snapshot"});
     else
       c.assume.push_back(item("p.snapshot:8", 0));
+    // Only the released flavour's checksum poisons what it hashed (LayerPlan::repoison).
+    if (!plan.repoison)
+      c.assume.push_back(item("p.repoison", 0));
     l.launches.push_back(c);
   }
   return l;

@@ -4,6 +4,8 @@
 
 #include "core/ops/errors.hpp"
 #include "core/rng.hpp"
+#include "core/ops/layer_plan.hpp"
+#include "experiments/chain/race_cells.hpp"
 #include "experiments/chain/reference_chain.hpp"
 #include "experiments/chain/run.hpp"
 #include "experiments/commands.hpp"
@@ -36,6 +38,7 @@ struct EquivOptions {
   double tolerance = 1e-2;
   bool stamps = false;
   int replay_attempts = 20;
+  std::string flavour = "moefin"; // --flavour
 };
 
 chain::ChainConfig config_of(chain::Preset p, EquivOptions const& o, std::int64_t delay_ns,
@@ -44,6 +47,7 @@ chain::ChainConfig config_of(chain::Preset p, EquivOptions const& o, std::int64_
   chain::apply_overrides(c, o.overrides);
   if (delay_ns > 0)
     c.at(delay_kernel).delay_ns = delay_ns;
+  chain::set_flavour(c, o.flavour);
   return c;
 }
 
@@ -237,6 +241,7 @@ int run_equivalence(EquivOptions const& o, h5::ResultWriter& file, std::uint64_t
   bench.run(file, bench::RunOptions{}, body);
   file.commit();
   h5::ResultReader reader(file.path());
+  chain_run::print_flavour(reader.provenance(), std::cout);
   chain_tables::print_equivalence(reader.read_table("equivalence"), std::cout);
   if (failures)
     std::cout << failures << " configuration(s) with mismatches or reference errors\n";
@@ -278,6 +283,7 @@ int equivalence(cli::Args const& args) {
       "replay-attempts", po::value<int>()->default_value(20), "attempts of --replay, 1..10000")(
       "print", po::value<std::string>(), "print the /equivalence table of FILE and exit")(
       "list", "print the configurations (index, estimated seconds, key) and exit; no GPU needed");
+  chain_run::add_flavour_option(desc);
   chain_run::add_residency_options(desc, chain_run::Residency{});
   chain_run::add_weights_format_option(desc, "a list is an axis of the run");
   cli::add_result_options(desc, "equivalence");
@@ -290,10 +296,12 @@ int equivalence(cli::Args const& args) {
     return kExitOk;
   if (vm.count("print")) {
     h5::ResultReader reader(vm["print"].as<std::string>());
+    chain_run::print_flavour(reader.provenance(), std::cout);
     chain_tables::print_equivalence(reader.read_table("equivalence"), std::cout);
     return kExitOk;
   }
   EquivOptions o;
+  o.flavour = chain_run::read_flavour_option(vm);
   o.shapes = chain::parse_shapes(vm["shapes"].as<std::string>(), "--shapes");
   o.tokens = cli::parse_int_list("--tokens", vm["tokens"].as<std::string>(), 1, 128);
   o.presets = chain::parse_presets(vm["presets"].as<std::string>(), "--presets");
@@ -323,6 +331,17 @@ int equivalence(cli::Args const& args) {
   }
   chain::ChainConfig probe = chain::preset_config(o.presets[0]);
   chain::apply_overrides(probe, o.overrides); // bad overrides fail before any GPU work
+  // ... and so do knobs the flavour's kernels lack (a delay in a released kernel) and a flavour
+  // over GEMMs it cannot run with.
+  for (chain::Preset p : o.presets)
+    for (std::int64_t d : o.delays)
+      for (chain::Kernel k : o.delay_kernels)
+        for (auto const& f : o.formats) {
+          chain::ChainConfig const c = config_of(p, o, d, k);
+          (void)chain::make_layer_plan(c,
+                                       race::planned_finalize_variant(o.shapes[0], o.tokens[0], c),
+                                       *chain::flavour_for_format(f));
+        }
   if (vm.count("list")) {
     equivalence_benchmark(o).list(std::cout);
     return kExitOk;
@@ -338,6 +357,7 @@ int equivalence(cli::Args const& args) {
   auto file =
       h5::ResultWriter::open(vm["out"].as<std::string>(), vm["resume"].as<std::string>(), seed);
   chain_run::record(o.residency, file);
+  chain_run::record_flavour(o.flavour, file);
   return run_equivalence(o, file, file.seed());
 #else
   throw DeviceError("equivalence needs a CUDA build (this moefin was built without CUDA)");

@@ -133,6 +133,7 @@ int race(cli::Args const& args) {
                   "verdict, and exit; no GPU needed")(
       "print", po::value<std::string>(), "print the /race_matrix table of FILE and exit")(
       "list", "print the cells (index, key) and exit; no GPU needed");
+  chain_run::add_flavour_option(desc);
   chain_run::add_residency_options(desc, chain_run::Residency{});
   chain_run::add_weights_format_option(desc, "one per run (a file holds one: root attribute "
                                              "weights_format)");
@@ -157,6 +158,7 @@ int race(cli::Args const& args) {
     } catch (InputError const& e) {
       throw FileError(path, e.what());
     }
+    chain_run::print_flavour(reader.provenance(), std::cout);
     chain_tables::print_race_matrix(t, std::cout);
     print_summary(t, reader.provenance(), std::cout);
     if (computed)
@@ -165,6 +167,7 @@ int race(cli::Args const& args) {
     return kExitOk;
   }
   race::Axes axes;
+  axes.flavour = chain_run::read_flavour_option(vm);
   axes.presets = chain::parse_presets(vm["presets"].as<std::string>(), "--presets");
   std::string const trig = vm["triggers"].as<std::string>();
   cli::check_choice("--triggers", trig, {"sweep", "full"});
@@ -235,6 +238,7 @@ int race(cli::Args const& args) {
     throw InputError("--set: '" + axes.overrides + "' differs from '" + recorded->second +
                      "', the overrides the rows of the resumed file ran with");
   file.set_attr("/", "overrides", axes.overrides); // race::row_config rebuilds the cells with it
+  chain_run::record_flavour(axes.flavour, file);
   auto const recorded_format = file.provenance().find("weights_format");
   if (recorded_format != file.provenance().end() && recorded_format->second != format)
     throw InputError("--weights-format: '" + format + "' differs from '" + recorded_format->second +
@@ -316,6 +320,7 @@ int race(cli::Args const& args) {
   h5::ResultReader reader(file.path());
   auto t = reader.read_table("race_matrix");
   race::fill_verdicts(t, reader.provenance()); // rows of a resumed file that predates the column
+  chain_run::print_flavour(reader.provenance(), std::cout);
   chain_tables::print_race_matrix(t, std::cout);
   // A race in a chain the verifier orders is a failed check (of the verifier or of the mapping).
   return print_summary(t, reader.provenance(), std::cout) == 0 ? kExitOk : kExitFailure;

@@ -24,12 +24,13 @@ namespace {
 
 /// The chain of a row: its placement preset and its finalize ("new" and "previous": the dispatch
 /// rule with and without small_batch; any other name: that variant, forced).
-chain::ChainConfig placement_config(bench::Config const& row) {
+chain::ChainConfig placement_config(bench::Config const& row, std::string const& flavour) {
   chain::Preset p;
   if (!chain::parse_preset(row.str("placement"), &p))
     throw std::logic_error("sweep layer: placement " + row.str("placement"));
   chain::ChainConfig cfg = chain::preset_config(p);
   chain::apply_overrides(cfg, "finalize.variant=" + row.str("finalize"));
+  chain::set_flavour(cfg, flavour);
   return cfg;
 }
 
@@ -113,6 +114,7 @@ int sweep_layer(cli::Args const& args) {
               "needed");
   // The kernels' own policies (two CTAs per SM) and the driver's carveout: the layer as it runs.
   chain_run::add_residency_options(desc, chain_run::Residency{2, false});
+  chain_run::add_flavour_option(desc);
   chain_run::add_weights_format_option(desc, "a list is an axis of the sweep");
   cli::add_result_options(desc, "sweep layer");
   po::variables_map vm;
@@ -125,6 +127,7 @@ int sweep_layer(cli::Args const& args) {
   std::string const published = vm["published"].as<std::string>();
   if (vm.count("print")) {
     h5::ResultReader reader(vm["print"].as<std::string>());
+    chain_run::print_flavour(reader.provenance(), std::cout);
     h5::Table peers;
     if (vm.count("peers"))
       peers = h5::ResultReader(vm["peers"].as<std::string>()).read_table("layer_sweep");
@@ -133,6 +136,7 @@ int sweep_layer(cli::Args const& args) {
                                      vm.count("peers") ? &peers : nullptr);
     return kExitOk;
   }
+  std::string const flavour = chain_run::read_flavour_option(vm);
   if (vm.count("peers"))
     throw InputError("--peers: only with --print FILE (a run writes moefin's rows only)");
   auto const shapes = chain::parse_shapes(vm["shapes"].as<std::string>(), "--shapes");
@@ -175,6 +179,7 @@ int sweep_layer(cli::Args const& args) {
                                      vm["seed"].as<std::uint64_t>());
   std::uint64_t const seed = file.seed();
   chain_run::record(residency, file);
+  chain_run::record_flavour(flavour, file);
   // Numbered on from the timelines a resumed file already holds.
   std::int64_t timelines = 0;
   while (file.has_group("timeline_layer_" + std::to_string(timelines)))
@@ -209,7 +214,7 @@ int sweep_layer(cli::Args const& args) {
     // Every row of the unit, not only the missing ones: they are each other's ratio partners.
     std::vector<chain::ChainConfig> cfgs;
     for (auto const& row : u.rows) {
-      cfgs.push_back(placement_config(row));
+      cfgs.push_back(placement_config(row, flavour));
       runner.time_layers(cfgs.back(), true); // build the graph, warm the caches
       runner.time_layers(cfgs.back(), true);
     }
@@ -241,6 +246,7 @@ int sweep_layer(cli::Args const& args) {
   bench.run(file, bench::RunOptions{}, body);
   file.commit();
   h5::ResultReader reader(file.path());
+  chain_run::print_flavour(reader.provenance(), std::cout);
   chain_tables::print_layer_tables(reader.read_table("layer_sweep"), published,
                                    reader.provenance().at("gpu_name"), std::cout);
   return kExitOk;

@@ -32,6 +32,7 @@ struct Axes {
   std::vector<chain::Kernel> delay_kernels = {chain::Kernel::kRouting};
   chain::FinalizeChoice finalize; // the dispatch rule ("new")
   std::string overrides;          // --set, applied to every cell before the axes
+  std::string flavour = "moefin";  // chain::set_flavour of every cell (fixed triggers written in)
 };
 
 /// The trigger variations of one preset's chain, deduplicated, the preset's own first:

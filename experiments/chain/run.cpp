@@ -1,6 +1,7 @@
 #include "experiments/chain/run.hpp"
 
 #include "core/bf16.hpp"
+#include "core/chain/released_kernels.hpp"
 #include "core/device_info.hpp"
 #include "core/ops/errors.hpp"
 
@@ -149,6 +150,35 @@ Replay replay(chain::LayerWeights const&, chain::RunnerOptions, chain::ChainConf
 }
 
 #endif
+
+void add_flavour_option(cli::po::options_description& desc) {
+  desc.add_options()("flavour", cli::choice("--flavour", {"moefin", "released"}, "moefin"),
+                     "kernels of the chain: moefin (its own) or released (the released FlashInfer "
+                     "routing, permute and activation around moefin's GEMMs; README \"The "
+                     "released chain\")");
+}
+
+std::string read_flavour_option(cli::po::variables_map const& vm) {
+  std::string const f = vm["flavour"].as<std::string>();
+  cli::check_choice("--flavour", f, {"moefin", "released"});
+  if (f == "released")
+    chain::require_released_kernels("--flavour released");
+  return f;
+}
+
+void record_flavour(std::string const& flavour, h5::ResultWriter& file) {
+  auto const was = file.provenance().find("flavour");
+  std::string const old = was == file.provenance().end() ? "moefin" : was->second;
+  if (old != flavour)
+    throw InputError("--flavour: '" + flavour + "' differs from '" + old +
+                     "', the flavour of the rows of the resumed file");
+  file.set_attr("/", "flavour", flavour);
+}
+
+void print_flavour(h5::Provenance const& root, std::ostream& out) {
+  auto const f = root.find("flavour");
+  out << "chain flavour: " << (f == root.end() ? std::string("moefin") : f->second) << "\n";
+}
 
 void add_weights_format_option(cli::po::options_description& desc, std::string const& what) {
   desc.add_options()("weights-format",

@@ -10,6 +10,7 @@
 #include "kernels/chain/chain.hpp"
 
 #include <cstdint>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,17 @@ Residency read_residency_options(cli::po::variables_map const& vm);
 void apply(Residency const& r, chain::RunnerOptions& ro);
 /// Root attributes ctas_per_sm and carveout, which analysis/ keeps apart as conditions.
 void record(Residency const& r, h5::ResultWriter& file);
+
+/// --flavour moefin|released (default moefin): which implementations the chain launches
+/// (chain::set_flavour).
+void add_flavour_option(cli::po::options_description& desc);
+/// Reads it; `released` in a build without the released kernels is an InputError (one line).
+std::string read_flavour_option(cli::po::variables_map const& vm);
+/// Root attribute `flavour`; a resumed file of another flavour is an InputError.
+void record_flavour(std::string const& flavour, h5::ResultWriter& file);
+
+/// "chain flavour: <flavour>" (moefin for files without the attribute).
+void print_flavour(h5::Provenance const& root, std::ostream& out);
 
 /// --weights-format: the weight formats of the layer's GEMMs (core/ops/layer_plan.hpp,
 /// weights_format_names: bf16-tiled = the tiled grouped GEMM, bf16 and fp4 = the split-K decode

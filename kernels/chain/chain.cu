@@ -1,6 +1,7 @@
 // ChainRunner: device buffers of one (shape, T), the checked and the timing graphs, replays.
 // What a layer launches comes from its layer plan (chain_launches.cpp); this file executes it.
 
+#include "core/chain/released_kernels.hpp"
 #include "core/fp4.hpp"
 #include "core/ops/errors.hpp"
 #include "core/ops/ranges.hpp"
@@ -96,6 +97,7 @@ LayerWeights::LayerWeights(LayerShape const& shape, std::uint64_t seed, std::str
 }
 
 LayerWeights::~LayerWeights() {
+  device_free(w1_gate_second_);
   for (Matrix& m : w_) {
     device_free(m.values);
     device_free(m.scales);
@@ -105,6 +107,39 @@ LayerWeights::~LayerWeights() {
 
 std::size_t LayerWeights::value_bytes(Matrix const& m) const {
   return static_cast<std::size_t>(fp4() ? m.n * m.k / 2 : m.n * m.k * 2);
+}
+
+namespace {
+
+/// dst[e][n][:] = src[e][(n + inter) % (2 inter)][:]: the two halves of GEMM1's output rows
+/// swapped, so that GEMM1 writes [up | gate].
+__global__ void swap_halves_kernel(std::uint16_t const* src, std::uint16_t* dst,
+                                   std::int64_t experts, std::int64_t inter, std::int64_t hidden) {
+  std::int64_t const n = experts * 2 * inter * hidden;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    std::int64_t const h = i % hidden, row = (i / hidden) % (2 * inter), e = i / (hidden * 2 * inter);
+    std::int64_t const from = (row + inter) % (2 * inter);
+    dst[i] = src[(e * 2 * inter + from) * hidden + h];
+  }
+}
+
+} // namespace
+
+void const* LayerWeights::w1_gate_second() const {
+  if (shape_.act != activation::Type::kSwiGlu || fp4())
+    throw InputError("shape " + shape_.name + " (" + format_ +
+                     "): only a SwiGLU GEMM1 on bf16 weights has a gate half to move");
+  if (w1_gate_second_ == nullptr) {
+    std::int64_t const n = shape_.experts * shape_.gemm1_n() * shape_.hidden;
+    w1_gate_second_ = device_alloc(static_cast<std::size_t>(n) * 2, "w1 (gate second)");
+    swap_halves_kernel<<<4096, 256>>>(static_cast<std::uint16_t const*>(w_[0].values),
+                                      static_cast<std::uint16_t*>(w1_gate_second_), shape_.experts,
+                                      shape_.inter, shape_.hidden);
+    MOEFIN_CUDA_CHECK_LAUNCH();
+    MOEFIN_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  return w1_gate_second_;
 }
 
 std::size_t LayerWeights::bytes() const {
@@ -163,6 +198,9 @@ struct ChainRunner::Impl {
   void* workspace = nullptr;
   std::size_t workspace_bytes = 0;
   void* hidden = nullptr;
+  // The released routing's outputs moefin has no buffer for (per-tile row limit, tile count).
+  std::int32_t* tile_row_limit = nullptr;
+  std::int32_t* num_tiles = nullptr;
   std::int32_t* snapshot = nullptr; // [iterations][T*K]
   std::uint64_t* slots = nullptr;   // [iterations][kNumBuffers]
   std::int32_t* stale = nullptr;    // [iterations]
@@ -179,6 +217,8 @@ struct ChainRunner::Impl {
   /// Executes the launches of layer `it` (layer_launches of the plan).
   void enqueue_layer(std::vector<LaunchDescriptor> const& launches, int it);
   void enqueue_fill(bool stamps_only);
+  /// InputError (one line) when the plan names released kernels this build or shape lacks.
+  void validate_released(LayerPlan const& plan, LayerParams const& l0) const;
   // kChecked: fill, layers, checksums (stamps on the last layer when RunnerOptions::stamps);
   // kTiming: the layers alone; kTimingStamped: kTiming with the stamps poisoned first and
   // recorded on the last layer.
@@ -248,6 +288,9 @@ ChainRunner::ChainRunner(LayerWeights const& weights, RunnerOptions const& opt)
   d.workspace_bytes = round16(routing::workspace_bytes(rp));
   d.workspace = d.alloc(d.workspace_bytes, "routing workspace");
   d.hidden = d.alloc(T * H * 2, "hidden states");
+  d.tile_row_limit = static_cast<std::int32_t*>(
+      d.alloc(rows / static_cast<std::size_t>(opt.tile_m) * 4, "released routing tile limits"));
+  d.num_tiles = static_cast<std::int32_t*>(d.alloc(4, "released routing tile count"));
   d.snapshot = static_cast<std::int32_t*>(d.alloc(iters * TK * 4, "pre-wait snapshots"));
   d.slots = static_cast<std::uint64_t*>(d.alloc(iters * kNumBuffers * 8, "checksum slots"));
   d.stale = static_cast<std::int32_t*>(d.alloc(iters * 4, "stale counts"));
@@ -429,13 +472,58 @@ void ChainRunner::Impl::enqueue_fill(bool stamps_only) {
                 false, list);
 }
 
+void ChainRunner::Impl::validate_released(LayerPlan const& plan, LayerParams const& l0) const {
+  bool any = false;
+  for (KernelPlan const& k : plan.kernels)
+    if (k.released && k.kernel != Kernel::kFinalize) {
+      any = true;
+      if (k.kernel == Kernel::kActivation && l0.act.type != activation::Type::kSwiGlu)
+        throw InputError("--flavour released: shape " + w->shape().name +
+                         " has a ReLU^2 activation; the released activation kernel is SwiGLU "
+                         "only (FlashInfer fuses ReLU^2 into its GEMM1)");
+    }
+  if (!any)
+    return;
+  require_released_kernels("--flavour released");
+  try {
+    released_kernels()->check_routing(l0.routing);
+  } catch (InputError const& e) {
+    throw InputError("--flavour released: shape " + w->shape().name + " at T=" +
+                     std::to_string(o.tokens) + ": " + e.what());
+  }
+}
+
 void ChainRunner::Impl::enqueue_layer(std::vector<LaunchDescriptor> const& launches, int it) {
   LayerParams const l = layer(it);
   std::int32_t* const snap = snapshot + static_cast<std::int64_t>(it) * o.tokens * w->shape().top_k;
   for (LaunchDescriptor const& d : launches) {
     PdlKnobs knobs = d.knobs;
-    if (stamping && it == o.iterations - 1 && d.kernel != Kernel::kChecksum)
+    // The released kernels have no stamps: their rows are missing from a timeline.
+    if (stamping && it == o.iterations - 1 && d.kernel != Kernel::kChecksum && !d.released)
       knobs.stamps = stamps[static_cast<int>(d.kernel)];
+    if (d.released) {
+      ReleasedKernels const* rk = released_kernels();
+      if (rk == nullptr)
+        throw InputError("chain: this build lacks the released FlashInfer kernels");
+      switch (d.kernel) {
+      case Kernel::kRouting:
+        rk->routing(l.routing, tile_row_limit, num_tiles, knobs.pdl, stream);
+        continue;
+      case Kernel::kPermute:
+        rk->permute(l.permute, l.routing.expanded_to_permuted, w->shape().top_k, knobs.pdl,
+                    stream);
+        continue;
+      case Kernel::kActivation:
+        rk->activation(l.act, l.routing.expanded_to_permuted, o.tokens, w->shape().top_k,
+                       knobs.pdl, stream);
+        continue;
+      case Kernel::kFinalize:
+        break; // a released finalize variant runs through finalize::run like any other
+      default:
+        throw std::logic_error(std::string("chain: no released kernel for ") +
+                               kernel_name(d.kernel));
+      }
+    }
     switch (d.kernel) {
     case Kernel::kRouting:
       routing::run(l.routing, knobs, routing::Workspace{workspace, workspace_bytes}, stream);
@@ -447,7 +535,10 @@ void ChainRunner::Impl::enqueue_layer(std::vector<LaunchDescriptor> const& launc
     case Kernel::kGemm2: {
       bool const first = d.kernel == Kernel::kGemm1;
       if (d.impl == kTiledGemmBf16) {
-        gemm::run(first ? l.gemm1 : l.gemm2, knobs, stream);
+        gemm::GroupedGemmParams g = first ? l.gemm1 : l.gemm2;
+        if (d.gate_second)
+          g.b = w->w1_gate_second();
+        gemm::run(g, knobs, stream);
       } else if (d.impl == kDecodeGemmBf16 || d.impl == kDecodeGemmFp4) {
         gemm::DecodeOptions o;
         o.pdl = knobs;
@@ -483,6 +574,8 @@ void ChainRunner::Impl::enqueue_layer(std::vector<LaunchDescriptor> const& launc
       c.expanded = o.tokens * w->shape().top_k;
       c.stale = stale + it;
       c.recorded = recorded + it;
+      // Not after the last layer: its buffers are what download() and the reference check read.
+      c.repoison = d.repoison && it + 1 < o.iterations ? 1 : 0;
       launch_kernel(checksum_kernel, dim3(528), dim3(256), 0, stream, knobs.pdl, c);
       break;
     }
@@ -516,6 +609,7 @@ cudaGraphExec_t ChainRunner::Impl::graph(ChainConfig const& cfg, bool pdl, Graph
   activation::validate(l0.act);
   cudaGraph_t g = nullptr;
   bool const checked = kind == GraphKind::kChecked;
+  validate_released(plan, l0);
   std::vector<LaunchDescriptor> const launches =
       layer_launches(plan, RunFlags{pdl, o.ctas_per_sm, o.max_shared_carveout, checked});
   MOEFIN_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
@@ -547,8 +641,10 @@ BatchResult ChainRunner::run_batch(ChainConfig const& cfg, bool pdl) {
   if (opt_.stream_launch) {
     LayerParams const l0 = d.layer(0);
     routing::validate(l0.routing);
+    LayerPlan const p = plan(cfg);
+    d.validate_released(p, l0);
     std::vector<LaunchDescriptor> const launches =
-        layer_launches(plan(cfg), RunFlags{pdl, opt_.ctas_per_sm, opt_.max_shared_carveout, true});
+        layer_launches(p, RunFlags{pdl, opt_.ctas_per_sm, opt_.max_shared_carveout, true});
     d.stamping = opt_.stamps;
     d.enqueue_fill(false);
     for (int it = 0; it < opt_.iterations; ++it)

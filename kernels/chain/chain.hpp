@@ -53,6 +53,9 @@ public:
   void const* w2() const { return w_[1].values; }
   std::uint8_t const* scales(int gemm) const { return w_[gemm - 1].scales; } // fp4 only
   float const* global(int gemm) const { return w_[gemm - 1].global; }        // fp4 only
+  /// w1 with the two halves of each expert's output rows swapped (gate second), made on first use
+  /// (the released chain flavour: ChainFlavour::gate_second); SwiGLU shapes on bf16 weights only.
+  void const* w1_gate_second() const;
   std::size_t bytes() const;
   /// Host copy of one expert's matrix of GEMM `gemm` (1 or 2) as stored: values (bf16 bits or
   /// packed e2m1), and for fp4 its scales and global scale.
@@ -74,6 +77,7 @@ private:
   std::string format_;
   ChainFlavour const* flavour_ = nullptr;
   Matrix w_[2];
+  mutable void* w1_gate_second_ = nullptr; // w1_gate_second(), made on first use
 };
 
 struct RunnerOptions {

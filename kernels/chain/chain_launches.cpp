@@ -21,7 +21,10 @@ std::vector<LaunchDescriptor> layer_launches(LayerPlan const& plan, RunFlags con
     d.knobs.max_shared_carveout = run.max_shared_carveout;
     // The snapshot is a measurement of the checked runs; timing runs launch finalize without it
     // (so that they time the lean instantiation the dispatcher picks).
-    d.snapshot = plan.meta_allowed && run.checked;
+    d.snapshot = plan.snapshot && run.checked;
+    d.released = k.released;
+    d.repoison = k.kernel == Kernel::kChecksum && plan.repoison;
+    d.gate_second = k.kernel == Kernel::kGemm1 && plan.gate_second;
     if (k.kernel == Kernel::kFinalize) {
       d.finalize.variant = plan.finalize;
       d.finalize.metadata_before_wait = plan.meta_allowed;
@@ -33,3 +36,4 @@ std::vector<LaunchDescriptor> layer_launches(LayerPlan const& plan, RunFlags con
 }
 
 } // namespace moefin::chain
+

@@ -30,6 +30,9 @@ struct LaunchDescriptor {
   // same PDL knobs); the CUDA side adds the snapshot pointer when `snapshot` is set.
   finalize::Options finalize;
   bool snapshot = false; // finalize records its pre-wait indices; the checksum hashes them
+  bool released = false; // the released kernel of this slot (KernelPlan::released)
+  bool repoison = false; // checksum: poison what it hashed (LayerPlan::repoison)
+  bool gate_second = false; // GEMM1 reads W1 with its row halves swapped (LayerPlan::gate_second)
 };
 
 /// The launches of one layer of `plan` under `run`, in stream order.
