@@ -13,12 +13,10 @@
 #include "experiments/chain/race_cells.hpp"
 #include "kernels/chain/chain_launches.hpp"
 #include "kernels/finalize/finalize.hpp"
+#include "tests/run_moefin.hpp"
 
 #include <algorithm>
-#include <array>
-#include <cstdio>
 #include <string>
-#include <sys/wait.h>
 #include <vector>
 
 using namespace moefin;
@@ -40,22 +38,7 @@ finalize::FinalizeVariant const& small_batch() {
   return finalize::variant("small_batch", "test");
 }
 
-struct Run {
-  int status;
-  std::string out;
-};
-Run run(std::string const& args) {
-  std::string const cmd = std::string(MOEFIN_BINARY) + " " + args + " 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  BOOST_REQUIRE(p != nullptr);
-  std::string out;
-  std::array<char, 4096> buf{};
-  std::size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0)
-    out.append(buf.data(), n);
-  int const st = ::pclose(p);
-  return {WEXITSTATUS(st), out};
-}
+using test::run;
 
 } // namespace
 
