@@ -320,6 +320,36 @@ BOOST_AUTO_TEST_CASE(slot_comparison_names_the_first_differing_buffer) {
   BOOST_TEST(std::isinf(chain_run::max_rel_err(nan, y, 2)));
 }
 
+// A new file takes the flavour asked for (the released chain's first GPU run was refused here:
+// a file without the attribute was read as moefin's); a resumed file keeps its own, and one that
+// predates the attribute is moefin's.
+BOOST_AUTO_TEST_CASE(a_new_file_takes_the_flavour_and_a_resumed_one_keeps_its_own) {
+  TempDir d;
+  {
+    auto f = h5::ResultWriter::open(d.file("released.h5"), "", 5);
+    BOOST_TEST(!f.resumed());
+    chain_run::record_flavour("released", f);
+    f.commit();
+  }
+  {
+    auto f = h5::ResultWriter::open("", d.file("released.h5"), 5);
+    BOOST_TEST(f.resumed());
+    BOOST_CHECK_THROW(chain_run::record_flavour("moefin", f), InputError);
+  }
+  {
+    auto f = h5::ResultWriter::open("", d.file("released.h5"), 5);
+    chain_run::record_flavour("released", f);
+    f.commit();
+  }
+  BOOST_TEST(h5::ResultReader(d.file("released.h5")).provenance().at("flavour") == "released");
+  {
+    h5::ResultWriter::create(d.file("old.h5"), h5::collect_provenance(1)); // no flavour attribute
+  }
+  auto f = h5::ResultWriter::open("", d.file("old.h5"), 5);
+  BOOST_CHECK_THROW(chain_run::record_flavour("released", f), InputError);
+  chain_run::record_flavour("moefin", f);
+}
+
 BOOST_AUTO_TEST_CASE(a_sweep_of_weight_formats_prints_them_side_by_side_with_the_peer) {
   TempDir d;
   write_layer_file(d.file("formats.h5"), {"bf16", "fp4"});
