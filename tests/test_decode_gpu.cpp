@@ -229,6 +229,30 @@ BOOST_AUTO_TEST_CASE(splitk_matches_the_reference_on_routed_layouts) {
     }
 }
 
+BOOST_AUTO_TEST_CASE(a_splitk_grid_smaller_than_the_wave_keeps_the_bits) {
+  // The layer chain launches each decode GEMM on half the SMs at one CTA per SM
+  // (gemm::chain_grid); the split stays the wave's, so the output must not change.
+  for (WeightFormat f : {WeightFormat::kBf16, WeightFormat::kFp4}) {
+    decode_bench::ExpertWeights const w(f, 8, 1024, 1024, 21);
+    decode_bench::RoutedLayout const l(4, 8, 8, 16, 22);
+    auto const a_host = decode_bench::random_activations(l, 1024, 23);
+    DeviceBuffer a(a_host), c(static_cast<std::size_t>(l.max_rows * 1024 * 2));
+    auto const p = decode_bench::params(w, l, a.get(), c.get(), 1024);
+    auto const full = run_on(p, gemm::Variant::kSplitK, plain(), c);
+    BOOST_TEST(reference::check_gemm(full, 1024, 1024, decode_bench::oracle(w, l, a_host)).pass);
+    std::int64_t const wave = gemm::num_ctas(p, gemm::Variant::kSplitK);
+    for (std::int64_t g :
+         {std::int64_t{1}, std::int64_t{7}, gemm::chain_grid(static_cast<int>(wave), 1)}) {
+      gemm::DecodeOptions o = plain();
+      o.grid_ctas = g;
+      BOOST_TEST(run_on(p, gemm::Variant::kSplitK, o, c) == full, "grid " << g << " of " << wave);
+    }
+    gemm::DecodeOptions o = plain();
+    o.grid_ctas = wave + 1;
+    BOOST_CHECK_THROW(gemm::run_decode(p, gemm::Variant::kSplitK, o, nullptr), InputError);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(splitk_skips_tiles_of_no_expert_and_is_deterministic_under_every_pdl_knob) {
   for (WeightFormat f : {WeightFormat::kBf16, WeightFormat::kFp4}) {
     decode_bench::ExpertWeights const w(f, 16, 256, 1024, 7);

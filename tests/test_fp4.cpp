@@ -351,3 +351,32 @@ BOOST_AUTO_TEST_CASE(variant_and_format_names_round_trip) {
   BOOST_TEST(!gemm::parse_variant("warp", nullptr));
   BOOST_TEST(!gemm::parse_weight_format("nvfp4", nullptr));
 }
+
+BOOST_AUTO_TEST_CASE(the_chain_gives_each_decode_gemm_half_the_sms_at_one_cta_per_sm) {
+  // One resident wave (race and equivalence): two CTAs of 256 x 128 registers fill an SM, so
+  // GEMM1 and GEMM2 beside permute and activation need distinct SMs.
+  BOOST_TEST(gemm::chain_grid(132, 1) == 66);
+  BOOST_TEST(gemm::chain_grid(1, 1) == 1);
+  // Otherwise the wave num_ctas launches (sweep layer's default of 2 per SM, the policy's 1).
+  BOOST_TEST(gemm::chain_grid(132, 2) == 264);
+  BOOST_TEST(gemm::chain_grid(132, 0) == 132 * gemm::DecodePolicy::kCtasPerSm);
+  // The split of a smaller launch is planned for the wave (DecodeLaunch::plan_grid): a grid of
+  // 66 alone would pick another ks for top-8 GEMM1 at T = 1 (other sums, other bits).
+  gemm::DecodeSplit const wave = gemm::plan_split(8, 1024, 6144, gemm::WeightFormat::kFp4, 132);
+  gemm::DecodeSplit const half = gemm::plan_split(8, 1024, 6144, gemm::WeightFormat::kFp4, 66);
+  BOOST_TEST(wave.ks != half.ks);
+}
+
+BOOST_AUTO_TEST_CASE(grid_ctas_is_a_split_k_option_and_never_negative) {
+  Tiny t;
+  gemm::DecodeGemmParams p = t.params(gemm::WeightFormat::kBf16);
+  p.gemm.n = p.gemm.ldc = 64; // the tiled GEMM's column tile; c is only checked for null
+  gemm::DecodeOptions o;
+  gemm::validate(p, gemm::Variant::kTiled, o);
+  o.grid_ctas = 4;
+  BOOST_CHECK_THROW(gemm::validate(p, gemm::Variant::kTiled, o), InputError);
+  p = t.params(gemm::WeightFormat::kFp4);
+  gemm::validate(p, gemm::Variant::kSplitK, o);
+  o.grid_ctas = -1;
+  BOOST_CHECK_THROW(gemm::validate(p, gemm::Variant::kSplitK, o), InputError);
+}

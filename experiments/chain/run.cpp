@@ -223,7 +223,8 @@ void add_residency_options(cli::po::options_description& desc, Residency const& 
   // Checked while parsing (cli::ranged, cli::choice): before any command opens the device.
   desc.add_options()("ctas-per-sm", cli::ranged("--ctas-per-sm", defaults.ctas_per_sm, 1, 8),
                      "CTAs per SM of the GEMM, permute and activation grids, 1..8 (1: every "
-                     "kernel of the chain fits on the GPU at once, so early triggers take effect)")(
+                     "kernel of the chain fits on the GPU at once, so early triggers take effect; "
+                     "each decode GEMM then takes half the SMs)")(
       "carveout",
       cli::choice("--carveout", {"default", "max-shared"},
                   defaults.max_shared_carveout ? "max-shared" : "default"),

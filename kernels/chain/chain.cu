@@ -320,9 +320,13 @@ ChainRunner::ChainRunner(LayerWeights const& weights, RunnerOptions const& opt)
                                 ? gemm::Variant::kTiled
                                 : gemm::Variant::kSplitK;
     g.gemm.n = s.gemm1_n();
-    d.stamp_ctas[static_cast<int>(Kernel::kGemm1)] = gemm::num_ctas(g, v, opt.ctas_per_sm);
+    std::int64_t const gemm_ctas = v == gemm::Variant::kSplitK
+                                       ? gemm::chain_grid(device_sm_count(), opt.ctas_per_sm)
+                                       : gemm::num_ctas(g, v, opt.ctas_per_sm);
+    d.stamp_ctas[static_cast<int>(Kernel::kGemm1)] = gemm_ctas;
     g.gemm.n = s.hidden;
-    d.stamp_ctas[static_cast<int>(Kernel::kGemm2)] = gemm::num_ctas(g, v, opt.ctas_per_sm);
+    d.stamp_ctas[static_cast<int>(Kernel::kGemm2)] =
+        v == gemm::Variant::kSplitK ? gemm_ctas : gemm::num_ctas(g, v, opt.ctas_per_sm);
     for (int i = 0; i < kNumKernels; ++i)
       d.stamps[i] = static_cast<std::int64_t*>(
           d.alloc(static_cast<std::size_t>(d.stamp_ctas[i]) * 4 * 8, "stamps"));
@@ -542,6 +546,7 @@ void ChainRunner::Impl::enqueue_layer(std::vector<LaunchDescriptor> const& launc
       } else if (d.impl == kDecodeGemmBf16 || d.impl == kDecodeGemmFp4) {
         gemm::DecodeOptions o;
         o.pdl = knobs;
+        o.grid_ctas = gemm::chain_grid(device_sm_count(), knobs.ctas_per_sm);
         gemm::run_decode(first ? l.decode1 : l.decode2, gemm::Variant::kSplitK, o, stream);
       } else {
         throw std::logic_error("chain: no launcher for GEMM implementation " + d.impl);

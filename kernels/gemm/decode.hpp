@@ -49,16 +49,27 @@ struct DecodeOptions {
   // so that its time against the full kernel's says whether the math or the memory bounds it.
   // The output is meaningless.
   bool loads_only = false;
+  // kSplitK: CTAs launched, 1..num_ctas (0: num_ctas). The split stays planned for num_ctas's
+  // grid (DecodeLaunch::plan_grid), so the output bits do not depend on it.
+  std::int64_t grid_ctas = 0;
 };
 
 /// Throws InputError naming the field: the grouped GEMM's limits of gemm::validate for kTiled
 /// (and bf16 weights); for kSplitK n a multiple of 32, k of step_k (32 bf16, 128 fp4), tile_m 8
 /// or 16, max_rows a multiple of tile_m, ldc >= n, pointers set (scales and global_scale for
-/// fp4), a forced split_k that divides the k steps.
+/// fp4), a forced split_k that divides the k steps, grid_ctas in 0..num_ctas (kTiled: 0).
 void validate(DecodeGemmParams const& p, Variant v, DecodeOptions const& o = {});
 
 /// CTAs of the launch: one resident wave of `ctas_per_sm` (0: the variant's policy) per SM.
 std::int64_t num_ctas(DecodeGemmParams const& p, Variant v, int ctas_per_sm = 0);
+
+/// CTAs of a kSplitK GEMM inside the layer chain at `ctas_per_sm` (PdlKnobs::ctas_per_sm) on
+/// `sms` SMs. At 1 the chain promises one resident wave in which every kernel before finalize
+/// fits at once, so that early triggers take effect; a CTA of this kernel holds half an SM's
+/// registers (256 threads x 125-128 registers = 32768 of 65536), so GEMM1's and GEMM2's CTAs
+/// beside permute's and activation's (6144 + 10240 registers) fit only on distinct SMs: each GEMM
+/// takes half of them (README, "Decode GEMMs"). Otherwise the wave of num_ctas.
+std::int64_t chain_grid(int sms, int ctas_per_sm);
 
 /// The split the kSplitK kernel takes for `tiles` row tiles on a grid of `grid` CTAs.
 DecodeSplit split_of(DecodeGemmParams const& p, std::int64_t tiles, std::int64_t grid,

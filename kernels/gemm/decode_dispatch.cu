@@ -4,6 +4,7 @@
 #include "kernels/gemm/decode_kernels.cuh"
 #include "kernels/gemm/gemm.hpp"
 
+#include <algorithm>
 #include <string>
 
 namespace moefin::gemm {
@@ -21,8 +22,9 @@ void validate(DecodeGemmParams const& p, Variant v, DecodeOptions const& o) {
     if (p.format != WeightFormat::kBf16)
       reject(std::string("variant tiled reads bf16 weights only, not ") +
              weight_format_name(p.format));
-    if (o.weights_before_wait || o.split_k != 0 || o.loads_only)
-      reject("weights_before_wait, split_k and loads_only apply to variant splitk only");
+    if (o.weights_before_wait || o.split_k != 0 || o.loads_only || o.grid_ctas != 0)
+      reject("weights_before_wait, split_k, loads_only and grid_ctas apply to variant splitk "
+             "only");
     validate(p.gemm);
     return;
   }
@@ -46,6 +48,8 @@ void validate(DecodeGemmParams const& p, Variant v, DecodeOptions const& o) {
     reject("loads_only is built for tile_m 16 only");
   if (p.format == WeightFormat::kFp4 && (!p.scales || !p.global_scale))
     reject("fp4 weights need scales and global_scale");
+  if (o.grid_ctas < 0)
+    reject("grid_ctas " + std::to_string(o.grid_ctas) + " is negative");
   if (o.split_k != 0) {
     if (o.split_k != 1 && o.split_k != 2 && o.split_k != 4 && o.split_k != 8)
       reject("split_k " + std::to_string(o.split_k) + " not one of {0, 1, 2, 4, 8}");
@@ -64,18 +68,30 @@ std::int64_t num_ctas(DecodeGemmParams const& p, Variant v, int ctas_per_sm) {
                        ctas_per_sm > 0 ? ctas_per_sm : DecodePolicy::kCtasPerSm);
 }
 
+std::int64_t chain_grid(int sms, int ctas_per_sm) {
+  std::int64_t const per_sm = ctas_per_sm > 0 ? ctas_per_sm : DecodePolicy::kCtasPerSm;
+  if (ctas_per_sm == 1)
+    return std::max<std::int64_t>(1, sms / 2);
+  return std::max<std::int64_t>(1, std::int64_t{sms} * per_sm);
+}
+
 void run_decode(DecodeGemmParams const& p, Variant v, DecodeOptions const& o, Stream stream) {
   validate(p, v, o);
   if (v == Variant::kTiled) {
     run(p.gemm, o.pdl, stream);
     return;
   }
-  dim3 const grid(static_cast<unsigned>(num_ctas(p, v, o.pdl.ctas_per_sm)));
+  std::int64_t const wave = num_ctas(p, v, o.pdl.ctas_per_sm);
+  if (o.grid_ctas > wave)
+    reject("grid_ctas " + std::to_string(o.grid_ctas) + " above the resident wave of " +
+           std::to_string(wave) + " CTAs");
+  dim3 const grid(static_cast<unsigned>(o.grid_ctas > 0 ? o.grid_ctas : wave));
   PdlDevice const k = pdl_device(o.pdl, kDefaultTrigger);
   std::size_t const smem = DecodePolicy::smem_bytes(p.format, p.gemm.tile_m);
   auto launch = [&](auto kernel) {
     set_shared_memory(kernel, o.pdl.max_shared_carveout, smem);
-    DecodeLaunch const args{o.split_k, o.weights_before_wait ? 1 : 0};
+    DecodeLaunch const args{o.split_k, o.weights_before_wait ? 1 : 0,
+                            static_cast<std::int32_t>(wave)};
     launch_kernel(kernel, grid, dim3(DecodePolicy::kThreads), smem, stream, o.pdl.pdl, p, args, k);
   };
   bool const fp4 = p.format == WeightFormat::kFp4;

@@ -100,7 +100,9 @@ __global__ void __launch_bounds__(DecodePolicy::kThreads, 2)
   std::int64_t const total = min(
       max(static_cast<std::int64_t>(*p.gemm.total_padded_rows), std::int64_t{0}), p.gemm.max_rows);
   std::int64_t const tiles = total / kTile;
-  DecodeSplit const split = plan_split(tiles, p.gemm.n, p.gemm.k, kF, gridDim.x, forced_ks);
+  DecodeSplit const split =
+      plan_split(tiles, p.gemm.n, p.gemm.k, kF, launch.plan_grid > 0 ? launch.plan_grid : gridDim.x,
+                 forced_ks);
   int const ks = split.ks > 0 ? split.ks : 1;
   int const rgroup = warp / ks, kslice = warp % ks;
   // Units, rows and k fit in 32 bits (validate: n, k < 2^20, rows < 2^31); byte offsets of the

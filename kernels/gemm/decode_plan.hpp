@@ -44,10 +44,14 @@ struct DecodePolicy {
 };
 
 /// The launch's run-time choices beside the params, one kernel parameter (so that the audit's
-/// layout names them: launch.forced_ks, launch.weights_before_wait).
+/// layout names them: launch.forced_ks, launch.weights_before_wait, launch.plan_grid).
 struct DecodeLaunch {
   std::int32_t forced_ks = 0;           // DecodeOptions::split_k
   std::int32_t weights_before_wait = 0; // DecodeOptions::weights_before_wait
+  // The grid plan_split plans for (0: the launched one). A launch of fewer CTAs than the
+  // resident wave plans as the wave does, so every unit is summed in the same order and the
+  // output keeps its bits whatever the grid (CTAs take the units round robin).
+  std::int32_t plan_grid = 0;
 };
 
 /// How one launch divides its work: a unit is (row tile, block of `groups` x 32 weight rows);
