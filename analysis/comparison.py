@@ -34,7 +34,7 @@ TIMED_TABLES = {
                         False),
     "launch_floor": (("mode",), None, True),
     "copy_bandwidth": (("bytes",), None, True),
-    "layer_sweep": (("shape", "T", "finalize", "placement"), None, True),
+    "layer_sweep": (("shape", "T", "finalize", "placement", "weights_format"), None, True),
 }
 COMPARED_ATTRS = ("arch", "gpu_name") + tuple(a for a in CONDITION_ATTRS
                                               if a not in ("arch", "gpu_name"))

@@ -54,6 +54,15 @@ REQUIRED_COLUMNS = {
                   "stale_pre_wait": "i", "stale_post_wait": "i"},
 }
 
+# /layer_sweep `weights_format` (data/README.md): the GEMMs and weights of the layer. Files
+# written before the column have none (or empty values): the tiled bf16 GEMM, except the torch
+# peer's rows, whose weights are bf16.
+WEIGHTS_FORMATS = ("bf16-tiled", "bf16", "fp4")
+DEFAULT_WEIGHTS_FORMAT = "bf16-tiled"
+# Peer files written before the peer took the chain's shape names end top-22's with its
+# activation ("H2048/I1280/E512/top-22/relu2").
+ACTIVATIONS = ("swiglu", "relu2")
+
 TIMELINE_FIELDS = ("kernel", "cta", "start_ns", "wait_ns", "trigger_ns", "end_ns")
 
 
@@ -280,6 +289,8 @@ def _read_table(path, name, group):
             raise ResultFileError(path, f"/{name} column '{field}' has type "
                                         f"{columns[field].dtype}, expected "
                                         f"{ {'i': 'int', 'f': 'float', 's': 'string'}[kind]}")
+    if name == "layer_sweep":
+        _layer_columns(path, columns)
     off = columns["sample_offset"].astype(np.int64, copy=False)
     cnt = columns["sample_count"].astype(np.int64, copy=False)
     n = len(samples)
@@ -294,6 +305,38 @@ def _read_table(path, name, group):
         raise ResultFileError(path, f"/{name}: a row with an empty key")
     per_row = [samples[o:o + c] for o, c in zip(off.tolist(), cnt.tolist())]
     return Frame(columns, per_row)
+
+
+def _layer_columns(path, columns):
+    """/layer_sweep: `weights_format` filled where absent or empty and checked against
+    WEIGHTS_FORMATS; peer shape names with a trailing activation made the chain's."""
+    n = len(columns["shape"])
+    torch = columns["finalize"] == "torch"
+    if "weights_format" in columns:
+        fmt = columns["weights_format"]
+        if fmt.dtype.kind not in "SU":
+            raise ResultFileError(path, f"/layer_sweep column 'weights_format' has type "
+                                        f"{fmt.dtype}, expected string")
+        fmt = fmt.astype(object)
+    else:
+        fmt = np.full(n, "", dtype=object)
+    fmt[(fmt == "") & torch] = "bf16"
+    fmt[fmt == ""] = DEFAULT_WEIGHTS_FORMAT
+    bad = sorted(set(fmt.tolist()) - set(WEIGHTS_FORMATS))
+    if bad:
+        raise ResultFileError(path, f"/layer_sweep column 'weights_format': '{bad[0][:40]}' is not "
+                                    f"one of {', '.join(WEIGHTS_FORMATS)} (data/README.md)")
+    columns["weights_format"] = fmt.astype(str)
+    shapes = columns["shape"].astype(str).tolist()
+    acts = columns["activation"].astype(str).tolist() if "activation" in columns else [None] * n
+    keys = columns["key"].astype(str).tolist()
+    for i, (shape, act) in enumerate(zip(shapes, acts)):
+        for a in ACTIVATIONS:
+            if shape.endswith("/" + a) and act in (None, a):
+                shapes[i] = shape[:-len(a) - 1]
+                keys[i] = keys[i].replace(f"shape={shape},", f"shape={shapes[i]},", 1)
+    columns["shape"] = np.asarray(shapes, dtype=str)
+    columns["key"] = np.asarray(keys, dtype=str)
 
 
 def _parse_kernel_names(text, count):

@@ -9,9 +9,12 @@ Conventions (data/README.md defines the columns):
   interleaved rounds of numerator[i] / denominator[i]); for files written before those columns
   existed, analysis.derived computes them once from the raw samples, the same way.
 """
+import dataclasses
+
 import numpy as np
 
 from .derived import with_stored_statistics
+from .loader import WEIGHTS_FORMATS
 from .frame import Frame
 from .merging import NOT_RECORDED, shared_conditions
 from .pdl import probe_signature, race_cell_rule
@@ -61,10 +64,36 @@ def sweep_rows(result):
 
 
 def measured(results, group="finalize_sweep"):
-    """(ArchResult, table) of every architecture whose files hold rows of `group`."""
+    """(ArchResult, table) of every architecture whose files hold rows of `group`; layer-sweep
+    rows come apart by weights format, one entry per format (see by_weights_format)."""
     tables = [(r, sweep_rows(r) if group == "finalize_sweep" else r.table(group))
               for r in results]
-    return [(r, t) for r, t in tables if t is not None and len(t)]
+    out = [(r, t) for r, t in tables if t is not None and len(t)]
+    if group == "layer_sweep":
+        out = [entry for r, t in out for entry in by_weights_format(r, t)]
+    return out
+
+
+def by_weights_format(result, frame):
+    """[(ArchResult, rows)] per weights format of a layer sweep (loader fills the column), in
+    WEIGHTS_FORMATS order: rows of several formats share (shape, T, finalize, placement), so a
+    ratio is taken within one format. An architecture with one format keeps its column; with
+    several each gets '<label> [<format>]'. The torch peer's rows (finalize 'torch') go with
+    every format, a column beside each."""
+    if "weights_format" not in frame:
+        return [(result, frame)]
+    torch = frame["finalize"] == "torch"
+    present = [f for f in WEIGHTS_FORMATS if np.any((frame["weights_format"] == f) & ~torch)]
+    if len(present) <= 1:
+        return [(result, frame)]
+    out = []
+    for f in present:
+        col = dataclasses.replace(result.column, label=f"{result.column.label} [{f}]",
+                                  slug=f"{result.column.slug}_{f.replace('-', '_')}",
+                                  key=result.column.key + (f,))
+        out.append((dataclasses.replace(result, column=col),
+                    frame.take((frame["weights_format"] == f) | torch)))
+    return out
 
 
 def count_cell(n):
@@ -477,18 +506,27 @@ def layer_time_tables(results):
     for r, t in measured(results, "layer_sweep"):
         present = [c for c in combos if np.any(t.mask(finalize=c[0], placement=c[1]))]
         has_kernel = "finalize_kernel" in t
+        peers = sorted(set(t["finalize_kernel"][t.mask(finalize="torch")].tolist())) \
+            if has_kernel else []
         table = Table(f"layer_times_{r.column.slug}",
                       f"Whole layer on {r.column.label}: time per layer (us), median (min)",
                       ["shape", "tokens"], [f"{f} finalize, {p}" for f, p in present]
+                      + [f"torch {v}" for v in peers]
                       + (["new finalize kernel"] if has_kernel else []),
                       notes=["/layer_sweep median_us (min_us) of each (finalize, placement); "
                              "'new finalize kernel': the variant the small-batch dispatch "
-                             "picked."])
+                             "picked; torch: the PyTorch peer "
+                             "(experiments/chain/peers_layer_torch.py, PDL off), per "
+                             "formulation."])
         for (shape, T), idx in _groups(t, ["shape", "T"]).items():
             s = t.take(_mask(len(t), idx))
             cells = []
             for f, p in present:
                 m = s.mask(finalize=f, placement=p)
+                cells.append(Cell(time_text(float(s["median_us"][m][0]), float(s["min_us"][m][0])),
+                                  float(s["median_us"][m][0])) if np.any(m) else Cell(DASH))
+            for v in peers:
+                m = s.mask(finalize="torch", finalize_kernel=v)
                 cells.append(Cell(time_text(float(s["median_us"][m][0]), float(s["min_us"][m][0])),
                                   float(s["median_us"][m][0])) if np.any(m) else Cell(DASH))
             if has_kernel:

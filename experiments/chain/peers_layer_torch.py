@@ -32,10 +32,11 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "finalize"))
 import peers_torch as common  # noqa: E402
 
-# The seed's shapes, as core/chain/shape.hpp names them (top-16's I is moefin's choice).
+# The seed's shapes, named exactly as core/chain/shape.hpp names them (top-16's I is moefin's
+# choice), so that `sweep layer --peers` and analysis/ put a peer row beside the chain's.
 SHAPES = {
     "top-8": dict(name="H6144/I512/E256/top-8", H=6144, I=512, E=256, K=8, act="swiglu"),
-    "top-22": dict(name="H2048/I1280/E512/top-22/relu2", H=2048, I=1280, E=512, K=22, act="relu2"),
+    "top-22": dict(name="H2048/I1280/E512/top-22", H=2048, I=1280, E=512, K=22, act="relu2"),
     "top-16": dict(name="H3584/I512/E896/top-16", H=3584, I=512, E=896, K=16, act="swiglu"),
 }
 VARIANTS = ["grouped_mm", "gather_bmm"]

@@ -298,7 +298,15 @@ void print_formats(h5::Table const& t, std::vector<std::string> const& formats,
       std::string const v = "torch " + x.strings.at("finalize_kernel")[i];
       if (std::find(variants.begin(), variants.end(), v) == variants.end())
         variants.push_back(v);
-      us[{LayerKey{x.strings.at("shape")[i], x.ints.at("T")[i]}, v}] = x.reals.at("median_us")[i];
+      // Peer files written before the peer took the chain's names end top-22's with its
+      // activation ("H2048/I1280/E512/top-22/relu2").
+      std::string shape = x.strings.at("shape")[i];
+      std::string const act = "/" + x.strings.at("activation")[i];
+      bool const old_name = shape.size() > act.size() &&
+                            shape.compare(shape.size() - act.size(), act.size(), act) == 0;
+      if (old_name)
+        shape.resize(shape.size() - act.size());
+      us[{LayerKey{shape, x.ints.at("T")[i]}, v}] = x.reals.at("median_us")[i];
     }
   };
   for (std::size_t i = 0; i < t.rows; ++i) {

@@ -28,6 +28,7 @@
 #include "reference/routing.hpp"
 #endif
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -83,7 +84,11 @@ int sweep_routing(cli::Args const& args) {
                           "routing per-launch time (us): CUDA graph of `launches` launches on "
                           "distinct router scores, no PDL attribute, interleaved rounds; impl "
                           "'empty' is an empty kernel launched the same way (the launch floor); "
-                          "ratio_vs_block = paired median ratio block/impl");
+                          "ratio_vs_block = paired median ratio block/impl; "
+                          "ratio_vs_released = released/impl (NaN without the released kernels)");
+  std::string const released_note = routing_bench::released_routing_note();
+  if (!released_note.empty())
+    std::fprintf(stderr, "%s\n", released_note.c_str());
   auto checks = file.table("routing_check", gemm_tables::routing_check_columns(),
                            "per (shape, T, impl): routings whose every layout array equals the "
                            "Kokkos reference's and whose weights are within one bf16 step; "
@@ -226,6 +231,10 @@ int sweep_routing(cli::Args const& args) {
         stats::RatioEstimate r{std::nan(""), std::nan(""), std::nan(""), 0};
         if (names[i] != "empty" && names[0] == "block")
           r = stats::paired_ratio(us[0], us[i]);
+        stats::RatioEstimate rr{std::nan(""), std::nan(""), std::nan(""), 0};
+        auto const rel = std::find(names.begin(), names.end(), routing_bench::kReleasedRouting);
+        if (names[i] != "empty" && rel != names.end())
+          rr = stats::paired_ratio(us[static_cast<std::size_t>(rel - names.begin())], us[i]);
         h5::Row row;
         row.set("shape", shape.name)
             .set("E", shape.experts)
@@ -238,7 +247,10 @@ int sweep_routing(cli::Args const& args) {
             .set("rounds", rounds)
             .set("ratio_vs_block", r.ratio)
             .set("ratio_lo", r.lo)
-            .set("ratio_hi", r.hi);
+            .set("ratio_hi", r.hi)
+            .set("ratio_vs_released", rr.ratio)
+            .set("released_lo", rr.lo)
+            .set("released_hi", rr.hi);
         dev::set_times(row, st);
         if (!sweep.has(key_of(names[i])))
           sweep.append(key_of(names[i]), row, us[i]);

@@ -28,8 +28,17 @@ struct RoutingImpl {
   bool moefin_layout = true;
 };
 
-/// Every implementation, in table order: "block" (routing::run, the single-CTA kernel) first.
+/// Every implementation, in table order: "block" (routing::run, the single-CTA kernel) first,
+/// then "fast", then "released" where the build has the released kernels.
 std::vector<RoutingImpl> const& routing_impls();
+
+/// The name of the released routing block kernel's entry; the sweep's ratio_vs_released is the
+/// paired ratio of its time over each implementation's.
+inline constexpr char const* kReleasedRouting = "released";
+/// That entry (its `supports` is false in a build without the released kernels).
+RoutingImpl released_routing_impl();
+/// The line the sweep prints when the build has no released kernels (empty when it has them).
+std::string released_routing_note();
 /// The named ones of a comma-separated list ("all": every one); throws InputError naming `flag`.
 std::vector<RoutingImpl> select_routing_impls(std::string const& list, std::string const& flag);
 

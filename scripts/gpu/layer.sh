@@ -20,7 +20,9 @@
 #                      bf16 and fp4, new vs previous finalize, seed-after vs seed-before
 #   layer_peer.h5      experiments/chain/peers_layer_torch.py: the PyTorch layer, /layer_sweep
 #   gemm_routing.tar   gemm_sweep.h5 (moefin sweep gemm: weight-stream bandwidth against the
-#                      copy bandwidth of the same run) and routing_sweep.h5 (moefin sweep routing)
+#                      copy bandwidth of the same run) and routing_sweep.h5 (moefin sweep routing:
+#                      block, fast and, in a build with them, the released routing kernel beside
+#                      them, ratio_vs_released)
 #   summary.txt        the tables (sweep layer --print with --peers, equivalence, race), printed
 #                      last as well
 # LAYER_PHASES selects phases (default: build test equivalence race layer peer gemm routing);
@@ -36,31 +38,12 @@ tokens=${LAYER_TOKENS:-1,8,16,32,64,128}
 mkdir -p "$out"
 log=$out/layer_log.txt
 touch "$log"
-say() { echo "[layer $(date -u +%H:%M:%S) +${SECONDS}s] $*" | tee -a "$log"; }
-left() { echo $((budget - SECONDS)); }
-mark_done() { echo "done: $1" >> "$log"; }
+tag=layer
+# shellcheck source=scripts/gpu/phases.sh
+source scripts/gpu/phases.sh
 minutes_leaving() { awk "BEGIN {s = $(left) - $1; print (s < 20 ? 20 : s) / 60}"; }
-prefix=$PWD/.deps/prefix
-export LD_LIBRARY_PATH=$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-bin=build-device/moefin
 tmp=$(mktemp -d)
-say "phases: $phases; budget ${budget}s"
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >> "$log" 2>&1
-
-# run PHASE NEED_S LEAVE_S CMD...: runs CMD with the budget less LEAVE_S, or skips it.
-run() {
-  local phase=$1 need=$2 leave=$3
-  shift 3
-  if (($(left) - leave < need)); then
-    say "$phase: $(left)s left, needs ~${need}s (+${leave}s for later phases): skipped"
-    return 2
-  fi
-  say "$phase: $*"
-  timeout --signal=INT $(($(left) - leave - 5)) "$@" >> "$log" 2>&1
-  local rc=$?
-  say "$phase: exit $rc"
-  return $rc
-}
+start_log
 
 for phase in $phases; do
   case $phase in

@@ -46,3 +46,12 @@ def test_peer_rows_are_read_back_by_moefin(moefin, tmp_path):
         assert tab.dtype.names[3:] == tuple(n for n, _ in peer.LAYER_FIELDS)
         assert tab["finalize"][0] == b"torch"
         assert tab["shape"][0] == shape["name"].encode()
+
+
+def test_peer_shapes_carry_the_chains_names(moefin):
+    """`sweep layer --peers` and analysis/ match peer rows to the chain's by shape name."""
+    listed = run(moefin, "sweep", "layer", "--list", "--shapes", ",".join(peer.SHAPES),
+                 "--tokens", "1").stdout
+    names = set(re.findall(r"shape=(H\d+/I\d+/E\d+/top-\d+[^,]*),weights_format", listed))
+    assert len(names) == len(peer.SHAPES)
+    assert {s["name"] for s in peer.SHAPES.values()} == names

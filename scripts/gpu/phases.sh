@@ -1,0 +1,34 @@
+# Phase helpers of the GPU scripts that run moefin commands within a budget (layer.sh,
+# layerfix.sh): sourced, not run. The script sets `tag` (the log prefix), `log` (the log file)
+# and `budget` (seconds) first; SECONDS is the clock.
+say() { echo "[$tag $(date -u +%H:%M:%S) +${SECONDS}s] $*" | tee -a "$log"; }
+left() { echo $((budget - SECONDS)); }
+mark_done() { echo "done: $1" >> "$log"; }
+
+# run PHASE NEED_S LEAVE_S CMD...: runs CMD within the budget less LEAVE_S (seconds kept for the
+# phases after it), stopped with SIGINT at the limit so that it keeps its finished rows; or skips
+# it with a line when fewer than NEED_S seconds would be left. Returns CMD's status, 2 if skipped.
+run() {
+  local phase=$1 need=$2 leave=$3
+  shift 3
+  if (($(left) - leave < need)); then
+    say "$phase: $(left)s left, needs ~${need}s (+${leave}s for later phases): skipped"
+    return 2
+  fi
+  say "$phase: $*"
+  timeout --signal=INT $(($(left) - leave - 5)) "$@" >> "$log" 2>&1
+  local rc=$?
+  say "$phase: exit $rc"
+  return $rc
+}
+
+# The unpacked libraries of scripts/device_build.sh and the binary every phase runs.
+prefix=$PWD/.deps/prefix
+export LD_LIBRARY_PATH=$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+bin=build-device/moefin
+
+# The first lines of the log: the phases, the budget and the GPU.
+start_log() {
+  say "phases: $phases; budget ${budget}s"
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >> "$log" 2>&1
+}

@@ -1,0 +1,62 @@
+// The routing implementations of `moefin sweep routing` (experiments/routing/impls.cpp): the
+// released routing block kernel is an entry exactly when the build has the released kernels,
+// and its absence is a one-line note and a one-line error, never a silent empty row (unit).
+#define BOOST_TEST_MODULE routing_impls
+#include <boost/test/unit_test.hpp>
+
+#include "core/chain/released_kernels.hpp"
+#include "core/ops/errors.hpp"
+#include "experiments/routing/arrays.hpp"
+#include "experiments/routing/impls.hpp"
+
+#include <algorithm>
+#include <string>
+
+using namespace moefin;
+
+namespace {
+
+bool listed(std::vector<routing_bench::RoutingImpl> const& l, std::string const& name) {
+  return std::any_of(l.begin(), l.end(), [&](auto const& r) { return r.name == name; });
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(the_released_entry_follows_the_build) {
+  bool const built = chain::released_kernels() != nullptr;
+  BOOST_TEST_MESSAGE("released kernels in this build: " << (built ? "yes" : "no"));
+  auto const& all = routing_bench::routing_impls();
+  BOOST_REQUIRE(all.size() >= 2u);
+  BOOST_TEST(all[0].name == "block"); // ratio_vs_block needs it first
+  BOOST_TEST(listed(all, routing_bench::kReleasedRouting) == built);
+  BOOST_TEST(listed(routing_bench::select_routing_impls("all", "--impls"),
+                    routing_bench::kReleasedRouting) == built);
+  BOOST_TEST(routing_bench::released_routing_note().empty() == built);
+  if (built) {
+    auto const one = routing_bench::select_routing_impls("released", "--impls");
+    BOOST_REQUIRE(one.size() == 1u);
+    BOOST_TEST(!one[0].moefin_layout); // its own layout: no check row against the reference
+  } else {
+    BOOST_TEST(routing_bench::released_routing_note().find("no 'released' rows") !=
+               std::string::npos);
+    try {
+      routing_bench::select_routing_impls("block,released", "--impls");
+      BOOST_FAIL("--impls released accepted without the released kernels");
+    } catch (InputError const& e) {
+      BOOST_TEST(std::string(e.what()).find("--impls released") != std::string::npos);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(the_released_entry_takes_the_shapes_its_kernels_serve) {
+  routing_bench::RoutingImpl const r = routing_bench::released_routing_impl();
+  bool const built = chain::released_kernels() != nullptr;
+  // The sweep asks with a shape whose arrays are not allocated yet.
+  auto const t1 = routing_arrays::shape(1, 256, 8, 16, 0, 256);
+  auto const t16 = routing_arrays::shape(16, 512, 22, 16, 0, 512);
+  auto const t64 = routing_arrays::shape(64, 256, 8, 16, 0, 256);
+  BOOST_TEST(r.supports(t1) == built);  // the block kernel
+  BOOST_TEST(r.supports(t16) == built); // the dynamic-block kernel
+  BOOST_TEST(!r.supports(t64));         // the cluster kernels are not built
+  BOOST_TEST(!r.supports(routing_arrays::shape(1, 4096, 8, 16, 0, 4096))); // > 2048 experts
+}
