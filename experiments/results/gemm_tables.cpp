@@ -68,7 +68,7 @@ std::vector<h5::Column> routing_sweep_columns() {
           int_col("threads"),   int_col("launches"), real_col("median_us"),
           real_col("min_us"),   real_col("q1_us"),   real_col("q3_us"),
           real_col("max_us"),   int_col("rounds"),   real_col("ratio_vs_block"),
-          real_col("ratio_lo"), real_col("ratio_hi"),  real_col("ratio_vs_released"),
+          real_col("ratio_lo"), real_col("ratio_hi"), real_col("ratio_vs_released"),
           real_col("released_lo"), real_col("released_hi")};
 }
 
@@ -161,8 +161,9 @@ void print_routing_tables(h5::ResultReader const& file, std::ostream& os) {
     // Files written before the released rows have no ratio_vs_released column.
     bool const has_released = t.reals.count("ratio_vs_released") > 0;
     auto ratio = [](double r, double lo, double hi) {
-      return std::isnan(r) ? std::string("-")
-                           : fmt("%.2fx", r) + " [" + fmt("%.2f", lo) + ", " + fmt("%.2f", hi) + "]";
+      return std::isnan(r)
+                 ? std::string("-")
+                 : fmt("%.2fx", r) + " [" + fmt("%.2f", lo) + ", " + fmt("%.2f", hi) + "]";
     };
     for (std::size_t i = 0; i < t.rows; ++i) {
       os << pad(t.strings.at("shape")[i], 24) << pad(std::to_string(t.ints.at("T")[i]), 4)
@@ -172,8 +173,8 @@ void print_routing_tables(h5::ResultReader const& file, std::ostream& os) {
          << pad(ratio(t.reals.at("ratio_vs_block")[i], t.reals.at("ratio_lo")[i],
                       t.reals.at("ratio_hi")[i]),
                 34)
-         << (has_released ? ratio(t.reals.at("ratio_vs_released")[i],
-                                  t.reals.at("released_lo")[i], t.reals.at("released_hi")[i])
+         << (has_released ? ratio(t.reals.at("ratio_vs_released")[i], t.reals.at("released_lo")[i],
+                                  t.reals.at("released_hi")[i])
                           : std::string("-"))
          << "\n";
     }

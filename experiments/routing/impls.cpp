@@ -99,8 +99,8 @@ RoutingImpl released_routing_impl() {
       extras->first = dev::Buffer(limit_bytes);
     if (extras->second.bytes() < 4)
       extras->second = dev::Buffer(4);
-    k->routing(p, extras->first.get<std::int32_t>(), extras->second.get<std::int32_t>(),
-               knobs.pdl, s);
+    k->routing(p, extras->first.get<std::int32_t>(), extras->second.get<std::int32_t>(), knobs.pdl,
+               s);
   };
 #endif
   return r;
