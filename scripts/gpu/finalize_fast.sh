@@ -49,7 +49,7 @@ cd "$(dirname "$0")/../.." || exit 1
 : "${OUT:?set OUT to the folder whose files come back}"
 budget=${FINALIZE_FAST_BUDGET_S:-300}
 prev=${FINALIZE_FAST_RESUME_DIR:-}
-variants=${FINALIZE_FAST_VARIANTS:-small_batch,small_batch_v2,small_batch_v2_late_trigger,small_batch_v2_no_shuffle,small_batch_v2_no_broadcast,small_batch_v2_late_address,small_batch_v2_fi_geometry}
+variants=${FINALIZE_FAST_VARIANTS:-small_batch,small_batch_v2,small_batch_v2_late_trigger,small_batch_v2_no_shuffle,small_batch_v2_no_broadcast,small_batch_v2_anchor,small_batch_v2_fi_geometry}
 released=${FINALIZE_FAST_RELEASED:-fi_small_batch}
 mkdir -p "$OUT"
 if [[ -n $prev && -d $prev ]]; then
@@ -122,7 +122,7 @@ if want tests && fits 60 "gpu tests"; then
 fi
 check=$OUT/finalize_fast_check.h5
 v2_names=small_batch_v2,small_batch_v2_late_trigger,small_batch_v2_no_shuffle
-v2_names+=,small_batch_v2_no_broadcast,small_batch_v2_late_address,small_batch_v2_fi_geometry
+v2_names+=,small_batch_v2_no_broadcast,small_batch_v2_anchor,small_batch_v2_fi_geometry
 if want check && fits 35 check; then
   # shellcheck disable=SC2046
   logged 35 "$bin" check finalize --variants "$v2_names" --hidden 1024,2880,7168 \
