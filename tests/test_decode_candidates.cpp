@@ -38,8 +38,9 @@ BOOST_AUTO_TEST_CASE(knobs_in_any_order_give_one_canonical_name) {
 }
 
 BOOST_AUTO_TEST_CASE(bad_specs_are_input_errors_naming_the_flag) {
-  for (char const* spec : {"", "ks3", "cta4", "cta2+cta2", "ks2+ks4", "ks4+", "+ks4", "ks4++cta2",
-                           "loads+cta2+ks8"}) // the last one: a name of 17 characters
+  for (char const* spec :
+       {"", "ks3", "cta4", "cta2+cta2", "ks2+ks4", "ks4+", "+ks4", "ks4++cta2", "deep+cta2",
+        "loads+deep", "deep+deep", "loads+cta2+ks8"}) // the last one: a name of 17 characters
     BOOST_CHECK_EXCEPTION(parse_candidate(spec, "--candidates"), InputError, names_flag);
   for (char const* list : {"ks4,ks4", "ks8+cta2,cta2+ks8", "ks4,", ",", "ks4,,ks8"})
     BOOST_CHECK_EXCEPTION(parse_candidates(list, "--candidates"), InputError, names_flag);
@@ -48,7 +49,7 @@ BOOST_AUTO_TEST_CASE(bad_specs_are_input_errors_naming_the_flag) {
 
 BOOST_AUTO_TEST_CASE(the_default_list_parses_and_every_name_fits_the_variant_column) {
   auto const all = parse_candidates(kDefaultCandidates, "--candidates");
-  BOOST_TEST(all.size() == 8u);
+  BOOST_TEST(all.size() == 9u);
   for (auto const& c : all) {
     BOOST_TEST(c.name.size() <= kMaxCandidateName, c.name);
     BOOST_TEST(c.name.rfind("sk+", 0) == 0u, c.name);
@@ -71,6 +72,13 @@ BOOST_AUTO_TEST_CASE(a_split_that_does_not_divide_the_k_steps_is_skipped_with_th
   auto const loads = parse_candidate("loads", "--candidates");
   BOOST_TEST(!candidate_skip_reason(loads, WeightFormat::kBf16, 512, 8).empty());
   BOOST_TEST(candidate_skip_reason(loads, WeightFormat::kBf16, 512, 16).empty());
+  // The deep pipeline is an fp4 kernel at tile 16.
+  auto const deep = parse_candidate("ks2+deep", "--candidates");
+  BOOST_TEST(deep.name == "sk+deep+ks2");
+  BOOST_TEST(deep.deep);
+  BOOST_TEST(candidate_skip_reason(deep, WeightFormat::kFp4, 1280, 16).empty());
+  BOOST_TEST(!candidate_skip_reason(deep, WeightFormat::kBf16, 1280, 16).empty());
+  BOOST_TEST(!candidate_skip_reason(deep, WeightFormat::kFp4, 1280, 8).empty());
 }
 
 BOOST_AUTO_TEST_CASE(candidate_options_change_only_the_knobs_they_name) {
@@ -86,6 +94,8 @@ BOOST_AUTO_TEST_CASE(candidate_options_change_only_the_knobs_they_name) {
   BOOST_TEST(o.pdl.max_shared_carveout);
   BOOST_TEST(o.weights_before_wait);
   BOOST_TEST(!o.loads_only);
+  BOOST_TEST(!o.deep);
+  BOOST_TEST(candidate_options(parse_candidate("deep", "--candidates"), base).deep);
   // Without cta2 the sweep's --ctas-per-sm stays.
   BOOST_TEST(candidate_options(parse_candidate("ks2", "--candidates"), base).pdl.ctas_per_sm == 1);
 }

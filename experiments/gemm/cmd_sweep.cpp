@@ -125,7 +125,8 @@ int sweep_gemm(cli::Args const& args) {
       "stop cleanly between (shape, T) groups when the next would end past this; 0: no limit")(
       "candidates", po::value<std::string>()->default_value("none"),
       "splitk launch policies timed beside the variants: comma-separated '+'-joined knobs ks1, "
-      "ks2, ks4, ks8 (forced split), cta2 (two CTAs per SM), loads (no math, isolated only), "
+      "ks2, ks4, ks8 (forced split), cta2 (two CTAs per SM), deep (fp4: twice the stages in "
+      "flight per warp), loads (no math, isolated only), "
       "e.g. ks4,cta2+ks8; 'default' for kernels/gemm/decode_candidates.hpp's list; 'none'")(
       "read-floor", po::bool_switch(),
       "also time a plain streaming read of each launch's bytes (variant read, isolated): the "

@@ -14,7 +14,7 @@ namespace {
 
 [[noreturn]] void reject(std::string const& flag, std::string const& spec, std::string const& why) {
   throw InputError(flag + ": candidate '" + spec + "' " + why +
-                   " (knobs: ks1, ks2, ks4, ks8, cta2, loads, joined by '+')");
+                   " (knobs: ks1, ks2, ks4, ks8, cta2, deep, loads, joined by '+')");
 }
 
 } // namespace
@@ -29,8 +29,8 @@ DecodeCandidate parse_candidate(std::string const& spec, std::string const& flag
   std::stringstream ss(spec);
   std::string knob;
   while (std::getline(ss, knob, '+')) {
-    if (knob == "loads" || knob == "cta2") {
-      bool& on = knob == "loads" ? c.loads_only : cta2;
+    if (knob == "loads" || knob == "cta2" || knob == "deep") {
+      bool& on = knob == "loads" ? c.loads_only : knob == "cta2" ? cta2 : c.deep;
       if (on)
         reject(flag, spec, "repeats " + knob);
       on = true;
@@ -42,12 +42,16 @@ DecodeCandidate parse_candidate(std::string const& spec, std::string const& flag
       reject(flag, spec, "has an unknown knob '" + knob + "'");
     }
   }
+  if (c.deep && (cta2 || c.loads_only))
+    reject(flag, spec, "combines deep (one CTA per SM, with math) with cta2 or loads");
   c.ctas_per_sm = cta2 ? 2 : 0;
   c.name = "sk";
   if (c.loads_only)
     c.name += "+loads";
   if (cta2)
     c.name += "+cta2";
+  if (c.deep)
+    c.name += "+deep";
   if (c.split_k != 0)
     c.name += "+ks" + std::to_string(c.split_k);
   if (c.name.size() > kMaxCandidateName)
@@ -78,6 +82,9 @@ std::string candidate_skip_reason(DecodeCandidate const& c, WeightFormat f, std:
                                   std::int64_t tile_m) {
   if (c.loads_only && tile_m != 16)
     return "loads is built for tile_m 16 only";
+  if (c.deep && (f != WeightFormat::kFp4 || tile_m != 16))
+    return std::string("deep is built for fp4 weights at tile_m 16, not ") + weight_format_name(f) +
+           " at tile_m " + std::to_string(tile_m);
   std::int64_t const steps = k / DecodePolicy::step_k(f);
   if (c.split_k != 0 && steps % c.split_k != 0)
     return "ks" + std::to_string(c.split_k) + " does not divide the " + std::to_string(steps) +
@@ -88,6 +95,7 @@ std::string candidate_skip_reason(DecodeCandidate const& c, WeightFormat f, std:
 DecodeOptions candidate_options(DecodeCandidate const& c, DecodeOptions base) {
   base.split_k = c.split_k;
   base.loads_only = c.loads_only;
+  base.deep = c.deep;
   if (c.ctas_per_sm > 0)
     base.pdl.ctas_per_sm = c.ctas_per_sm;
   return base;

@@ -3,7 +3,8 @@
 # from the repository root (carry: .deps). About 3 minutes after the build (scripts/device_build.sh:
 # seconds with prebuilt binaries of this commit, ~5 minutes cold): test_decode_gpu ~30 s, then one
 # `moefin sweep gemm` of ~60-120 s. Correctness first: test_decode_gpu (split-K vs the Kokkos
-# reference, every forced split, bf16 and fp4), and the sweep checks every GEMM configuration,
+# reference, every forced split, bf16 and fp4, two CTAs per SM and the deep fp4 pipeline bitwise
+# the default launch), and the sweep checks every GEMM configuration,
 # the candidates included, against the reference at T = 1 and 4 before it times anything.
 # In $OUT (4 files):
 #   gemm_bw_log.txt      everything printed, "done: PHASE" per finished phase, the GPU
@@ -11,8 +12,9 @@
 #   gemm_bw.h5           moefin sweep gemm: top-8, top-16, top-22 x GEMM1, GEMM2 x bf16, fp4 x
 #                        T = 1, 2, 4, 8, 16: tiled, splitk (isolated, pdl), splitk_loads, every
 #                        candidate of --candidates (kernels/gemm/decode_candidates.hpp: forced
-#                        splits ks1..ks8, cta2 = two CTAs per SM, their combinations, in both
-#                        modes; sk+loads+cta2 isolated) and the read floor (a plain streaming read
+#                        splits ks1..ks8, cta2 = two CTAs per SM, their combinations, deep =
+#                        fp4 with twice the stages in flight, in both modes; sk+loads+cta2
+#                        isolated) and the read floor (a plain streaming read
 #                        of each launch's bytes), in the same interleaved rounds, with the copy and
 #                        read bandwidth at the start and the end; /gemm_check: the checks
 #   summary.txt          the sweep's tables; last, per (shape, GEMM, format) the % of the copy
