@@ -575,6 +575,10 @@ void ChainRunner::Impl::enqueue_layer(std::vector<LaunchDescriptor> const& launc
       c.slots = slots + static_cast<std::size_t>(it) * kNumBuffers;
       c.snapshot = d.snapshot ? snap : nullptr;
       c.expanded_to_permuted = l.routing.expanded_to_permuted;
+      // The stale-read count reads the indices where they are hashed (checksum_kernel).
+      if (static_cast<void const*>(c.buf[static_cast<int>(Buffer::kExpandedToPermuted)].ptr) !=
+          static_cast<void const*>(c.expanded_to_permuted))
+        throw std::logic_error("chain: routing's expanded_to_permuted is not the hashed buffer");
       c.expanded = o.tokens * w->shape().top_k;
       c.stale = stale + it;
       c.recorded = recorded + it;

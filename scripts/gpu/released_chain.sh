@@ -93,7 +93,8 @@ if fits 105 equivalence; then
   ((dt < 1)) && dt=1
   # The rate the run printed (GPU time of both PDL modes, hashing included), else 500 / dt
   # (graph builds included); 2 presets x 3 T in ~40 s of routings plus the graph builds.
-  rate=$(grep -o '[0-9]* routings/s' "$log" | tail -1 | cut -d' ' -f1)
+  # (the progress line of the measuring run: the table after it has a 'routings/s' header)
+  rate=$(grep '^\[equivalence ' "$log" | grep -o '[0-9]* routings/s' | tail -1 | cut -d' ' -f1)
   [[ -z $rate ]] && rate=$((500 / dt))
   per=$((rate * 55 / 6 / 250 * 250))
   ((per > 4000)) && per=4000
