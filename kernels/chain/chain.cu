@@ -105,6 +105,7 @@ struct LayerParams {
   gemm::GroupedGemmParams gemm1, gemm2;
   activation::ActivationParams act;
   finalize::FinalizeParams fin;
+  finalize::fused::FusedParams fused; // GEMM1 and GEMM2 when finalize runs inside GEMM2
 };
 
 } // namespace
@@ -126,6 +127,7 @@ struct ChainRunner::Impl {
   std::uint64_t* slots = nullptr;   // [iterations][kNumBuffers]
   std::int32_t* stale = nullptr;    // [iterations]
   std::int32_t* recorded = nullptr; // [iterations]
+  std::int32_t* counters = nullptr; // the fused finalize's [T][H / 16] arrival counters
   std::int64_t* stamps[kNumKernels] = {};
   std::int64_t stamp_ctas[kNumKernels] = {};
   std::vector<void*> owned;
@@ -211,6 +213,9 @@ ChainRunner::ChainRunner(LayerWeights const& weights, RunnerOptions const& opt)
   d.slots = static_cast<std::uint64_t*>(d.alloc(iters * kNumBuffers * 8, "checksum slots"));
   d.stale = static_cast<std::int32_t*>(d.alloc(iters * 4, "stale counts"));
   d.recorded = static_cast<std::int32_t*>(d.alloc(iters * 4, "recorded counts"));
+  d.counters = static_cast<std::int32_t*>(
+      d.alloc(static_cast<std::size_t>(finalize::fused::counter_count(opt.tokens, s.hidden)) * 4,
+              "fused finalize counters"));
   gemm::fill_random_bf16(d.hidden, opt.tokens * s.hidden, opt.hidden_seed, 0.05f, 1.0f, 1.0f,
                          d.stream);
   MOEFIN_CUDA_CHECK(cudaMemsetAsync(d.workspace, 0, d.workspace_bytes, d.stream));
@@ -335,6 +340,9 @@ LayerParams ChainRunner::Impl::layer(int it) const {
   f.top_k = s.top_k;
   f.num_rows = max_rows;
   f.weight_type = finalize::WeightType::kBf16;
+  l.fused.fin = f;
+  l.fused.permuted_to_token = r.permuted_to_token;
+  l.fused.counters = counters;
   return l;
 }
 
@@ -365,6 +373,10 @@ void ChainRunner::Impl::enqueue_fill(bool stamps_only) {
     add(slots, iters * kNumBuffers * 8, 0);
     add(stale, iters * 4, 0);
     add(recorded, iters * 4, 0);
+    // Poisoned like the chain's buffers: a fused layer's GEMM1 must clear them (never the fill).
+    add(counters,
+        static_cast<std::size_t>(finalize::fused::counter_count(o.tokens, w->shape().hidden)) * 4,
+        0xffffffffu);
   }
   for (int k = 0; k < kNumKernels; ++k)
     if (stamps[k])
@@ -388,13 +400,19 @@ void ChainRunner::Impl::enqueue_layer(std::vector<LaunchDescriptor> const& launc
       permute::run(l.permute, knobs, stream);
       break;
     case Kernel::kGemm1:
-      gemm::run(l.gemm1, knobs, stream);
+      if (d.fused)
+        gemm::run_clearing(l.gemm1, knobs, l.fused, stream);
+      else
+        gemm::run(l.gemm1, knobs, stream);
       break;
     case Kernel::kActivation:
       activation::run(l.act, knobs, stream);
       break;
     case Kernel::kGemm2:
-      gemm::run(l.gemm2, knobs, stream);
+      if (d.fused)
+        gemm::run_fused(l.gemm2, knobs, l.fused, stream);
+      else
+        gemm::run(l.gemm2, knobs, stream);
       break;
     case Kernel::kFinalize: {
       finalize::Options f = d.finalize;
@@ -446,9 +464,11 @@ cudaGraphExec_t ChainRunner::Impl::graph(ChainConfig const& cfg, bool pdl, Graph
   activation::validate(l0.act);
   cudaGraph_t g = nullptr;
   bool const checked = kind == GraphKind::kChecked;
-  std::vector<LaunchDescriptor> const launches =
-      layer_launches(make_layer_plan(cfg, finalize_variant(cfg)),
-                     RunFlags{pdl, o.ctas_per_sm, o.max_shared_carveout, checked});
+  finalize::FinalizeVariant const& fin = finalize_variant(cfg);
+  if (fin.inside_gemm2)
+    gemm::validate_fused(l0.gemm2, l0.fused);
+  std::vector<LaunchDescriptor> const launches = layer_launches(
+      make_layer_plan(cfg, fin), RunFlags{pdl, o.ctas_per_sm, o.max_shared_carveout, checked});
   MOEFIN_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
   stamping = kind == GraphKind::kTimingStamped || (checked && o.stamps);
   try {
@@ -478,6 +498,8 @@ BatchResult ChainRunner::run_batch(ChainConfig const& cfg, bool pdl) {
   if (opt_.stream_launch) {
     LayerParams const l0 = d.layer(0);
     routing::validate(l0.routing);
+    if (finalize_variant(cfg).inside_gemm2)
+      gemm::validate_fused(l0.gemm2, l0.fused);
     std::vector<LaunchDescriptor> const launches =
         layer_launches(plan(cfg), RunFlags{pdl, opt_.ctas_per_sm, opt_.max_shared_carveout, true});
     d.stamping = opt_.stamps;
@@ -522,6 +544,15 @@ std::vector<std::uint8_t> ChainRunner::download(Buffer b) const {
   std::vector<std::uint8_t> h(d.buf_bytes[i]);
   MOEFIN_CUDA_CHECK(cudaStreamSynchronize(d.stream));
   MOEFIN_CUDA_CHECK(cudaMemcpy(h.data(), d.buf[i], h.size(), cudaMemcpyDeviceToHost));
+  return h;
+}
+
+std::vector<std::int32_t> ChainRunner::fused_counters() const {
+  Impl const& d = *impl_;
+  std::vector<std::int32_t> h(
+      static_cast<std::size_t>(finalize::fused::counter_count(opt_.tokens, shape().hidden)));
+  MOEFIN_CUDA_CHECK(cudaStreamSynchronize(d.stream));
+  MOEFIN_CUDA_CHECK(cudaMemcpy(h.data(), d.counters, h.size() * 4, cudaMemcpyDeviceToHost));
   return h;
 }
 

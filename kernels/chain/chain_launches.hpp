@@ -28,6 +28,9 @@ struct LaunchDescriptor {
   // same PDL knobs); the CUDA side adds the snapshot pointer when `snapshot` is set.
   finalize::Options finalize;
   bool snapshot = false; // finalize records its pre-wait indices; the checksum hashes them
+  // GEMM1 and GEMM2 of a layer whose finalize runs inside GEMM2: gemm::run_clearing and
+  // gemm::run_fused instead of gemm::run.
+  bool fused = false;
 };
 
 /// The launches of one layer of `plan` under `run`, in stream order.
