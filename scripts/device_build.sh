@@ -4,7 +4,8 @@
 # build-device, with the released FlashInfer kernels when device_prepare.sh sent their files
 # (.deps/gpu/flashinfer). Prints the environment line to source before running the binary.
 #   device call:  scripts/device_build.sh && <your commands>      (carry: .deps)
-# MOEFIN_BUILD_TARGETS limits the build to some targets.
+# MOEFIN_BUILD_TARGETS limits the build to some targets. Prebuilt binaries carried in
+# .deps/prebuilt (see below) are used instead of a build when they match the tree's commit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 prefix=$PWD/.deps/prefix
@@ -18,6 +19,36 @@ export LD_LIBRARY_PATH=$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_L
 # sit in a checkout of another commit).
 [[ -f .deps/git_commit ]] && export MOEFIN_GIT_COMMIT=$(cat .deps/git_commit)
 build=${MOEFIN_BUILD_DIR:-build-device}
+# Prebuilt binaries (.deps/prebuilt.tar.xz: scripts/device_prepare.sh with MOEFIN_PREBUILT=1
+# built them for sm_90 on the set-up machine, for the commit it recorded): used as build-device when they are of this commit
+# and run here, which saves the GPU machine the ~5 minutes of a cold build. Anything else (no
+# prebuilt set, another commit, a binary that does not load, MOEFIN_PREBUILT=0) builds from
+# source as below.
+pre=.deps/prebuilt
+if [[ ${MOEFIN_PREBUILT:-1} != 0 && -f $pre.tar.xz && ! -d $pre ]]; then
+  # python3's lzma, since a bare image may lack the xz tool.
+  python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+    "$pre.tar.xz" "$pre" || rm -rf "$pre"
+fi
+if [[ ${MOEFIN_PREBUILT:-1} != 0 && -z ${MOEFIN_BUILD_TARGETS:-} && -f $pre/git_commit &&
+      ! -f $build/CMakeCache.txt ]]; then
+  if [[ -f .deps/git_commit && $(cat "$pre/git_commit") == "$(cat .deps/git_commit)" ]]; then
+    mkdir -p "$build/tests"
+    cp "$pre/moefin" "$build/moefin"
+    [[ -d $pre/tests ]] && cp "$pre"/tests/* "$build/tests/"
+    if "$build/moefin" info >"$build.prebuilt.log" 2>&1; then
+      echo "device_build: prebuilt binaries of $(cat "$pre/git_commit") in $build" \
+        "($(ls "$build/tests" | wc -l) tests; built for $(cat "$pre/arch" 2>/dev/null))"
+      exit 0
+    fi
+    echo "device_build: the prebuilt moefin does not run here; building from source:"
+    tail -3 "$build.prebuilt.log"
+  else
+    echo "device_build: prebuilt binaries are of $(cat "$pre/git_commit"), the tree of" \
+      "$(cat .deps/git_commit 2>/dev/null || echo '?'); building from source"
+  fi
+  rm -rf "$build"
+fi
 flashinfer=()
 [[ -f .deps/gpu/flashinfer/MANIFEST ]] && flashinfer=(-DMOEFIN_FLASHINFER_ROOT="$PWD/.deps/gpu/flashinfer")
 if [[ ! -f $build/CMakeCache.txt ]]; then

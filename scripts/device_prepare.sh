@@ -7,7 +7,7 @@
 # closure of every compile command that reads them, a few MB) into .deps/gpu/flashinfer.
 # .deps is git-ignored and travels through the device tool's `carry` list (its links to the
 # unpacked packages travel as links, not as the ~270 MB they point to); scripts/device_build.sh
-# unpacks it there. Idempotent.
+# unpacks it there. Idempotent. MOEFIN_PREBUILT=1 also carries binaries built here (below).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p .deps/debs
@@ -40,4 +40,34 @@ fi
 commit=$(git rev-parse --short=12 HEAD)
 git diff --quiet HEAD -- 2>/dev/null || commit="$commit-dirty"
 echo "$commit" > .deps/git_commit
+# MOEFIN_PREBUILT=1: build moefin and the gpu tests here (sm_90, the build dir's configuration)
+# and carry them, stripped, in .deps/prebuilt.tar.xz; scripts/device_build.sh then uses them instead of
+# building on the GPU machine. A dirty tree is built as it is now: do not edit it between this
+# and the device call.
+rm -rf .deps/prebuilt .deps/prebuilt.tar.xz
+if [[ ${MOEFIN_PREBUILT:-0} == 1 ]]; then
+  build=${MOEFIN_BUILD_DIR:-build}
+  archs=$(sed -n 's/^CMAKE_CUDA_ARCHITECTURES:STRING=//p' "$build/CMakeCache.txt")
+  [[ ,${archs//;/,}, == *,90,* || ,${archs//;/,}, == *,90a,* ]] ||
+    { echo "device_prepare: $build is configured for '$archs', not sm_90" >&2; exit 1; }
+  mapfile -t tests < <(sed -nE 's/^ *moefin_test\(([a-z0-9_]+) LABEL gpu.*/\1/p' tests/CMakeLists.txt)
+  extra=()
+  [[ -n $(sed -n 's/^MOEFIN_FLASHINFER_ROOT:PATH=//p' "$build/CMakeCache.txt") ]] &&
+    extra=(test_flashinfer_adapter)
+  targets=(moefin "${tests[@]}" "${extra[@]}")
+  echo "device_prepare: building ${targets[*]} in $build"
+  nice -n 5 cmake --build "$build" -j2 $(printf -- '--target %s ' "${targets[@]}") >/dev/null
+  mkdir -p .deps/prebuilt/tests
+  strip -o .deps/prebuilt/moefin "$build/moefin"
+  for t in "${tests[@]}" "${extra[@]}"; do
+    strip -o ".deps/prebuilt/tests/$t" "$build/tests/$t"
+  done
+  echo "$archs" > .deps/prebuilt/arch
+  echo "$commit" > .deps/prebuilt/git_commit
+  # The executables share most of their bytes (every one links the kernels): one xz stream
+  # (-9: a 64 MiB window) makes ~170 MB about 8 MB, within what a device call carries.
+  tar -C .deps/prebuilt -cf - . | xz -T1 -9 > .deps/prebuilt.tar.xz
+  rm -rf .deps/prebuilt
+  echo "device_prepare: prebuilt $(du -sh .deps/prebuilt.tar.xz | cut -f1) (xz) for $commit"
+fi
 echo "device_prepare: $(du -sh .deps | cut -f1) in .deps, commit $commit"

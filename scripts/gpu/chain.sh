@@ -69,9 +69,9 @@ for phase in $phases; do
     ;;
   test)
     (($(left) < 120)) && { say "test: left for the next call"; continue; }
-    say "test: ctest -L gpu -R test_chain"
-    (cd build-device && timeout $(($(left) - 10)) ctest -L gpu -R 'test_chain|test_gpu_smoke' \
-      --output-on-failure) > "$out/ctest_gpu.txt" 2>&1
+    say "test: scripts/gpu_tests.sh 'test_chain|test_gpu_smoke'"
+    scripts/gpu_tests.sh --timeout $(($(left) - 10)) 'test_chain|test_gpu_smoke' \
+      > "$out/ctest_gpu.txt" 2>&1
     rc=$?
     tail -5 "$out/ctest_gpu.txt" | tee -a "$log"
     ((rc == 0)) && mark_done test

@@ -69,8 +69,8 @@ if ! grep -q '^ctest:' "$info" 2>/dev/null; then
     "$nvcc" -std=c++17 -arch=sm_90 -O3 --expt-relaxed-constexpr -I. -Xptxas -v -c \
       kernels/finalize/finalize_dispatch.cu -o /tmp/finalize_dispatch.o 2>&1 |
       grep -E "Compiling entry|registers|spill" | sed -E 's/_ZN6moefin8finalize7kernels[0-9]+//'
-    echo "== ctest -L gpu"
-    (cd build-device && ctest -L gpu --output-on-failure 2>&1 | tail -40)
+    echo "== gpu tests"
+    scripts/gpu_tests.sh 2>&1 | tail -40
     echo "ctest: done at ${SECONDS}s"
   } >"$info" 2>&1
   say "build facts and gpu tests: $(grep -E 'tests passed|tests failed' "$info" | tail -1)"

@@ -24,6 +24,9 @@
 #                            ablations); the registry baselines (scalar) are added by the sweep
 #   FINALIZE_FAST_RELEASED   released kernels to add when registered (default fi_small_batch;
 #                            comma list, e.g. fi_small_batch,fi_scalar)
+#   FINALIZE_FAST_SKIP       phases to leave out, comma list of tests, check, sanitize,
+#                            candidates, compare, race (e.g. "compare,race" to measure the
+#                            policy in one call and time the rebuilt table in the next)
 #   FINALIZE_FAST_BUDGET_S   seconds of runs after the build (default 300); each phase is skipped
 #                            with a line in the log when it does not fit, the sweeps stop cleanly
 #                            at --max-minutes; FINALIZE_FAST_RESUME_DIR = a copy of an earlier
@@ -72,6 +75,12 @@ logged() { # limit_s command...: the command's output into the log, its status r
   return $rc
 }
 io() { [[ -f $1 ]] && echo "--resume $1" || echo "--out $1"; }
+skip=,${FINALIZE_FAST_SKIP:-},
+want() { # phase: false (with a line) when FINALIZE_FAST_SKIP names it
+  [[ $skip != *,$1,* ]] && return 0
+  say "skipped: $1 (FINALIZE_FAST_SKIP)"
+  return 1
+}
 
 say "start: budget ${budget}s after the build"
 if ! scripts/device_build.sh >>"$log" 2>&1; then
@@ -99,14 +108,14 @@ done
 say "comparison variants: $variants"
 
 # 1. Correctness: the gpu tests of the lean instantiations and small_batch_v2, then the check.
-if fits 60 "gpu tests"; then
+if want tests && fits 60 "gpu tests"; then
   logged 40 "$build/tests/test_finalize_fast_gpu" --log_level=test_suite
   logged 20 "$build/tests/test_finalize_gpu"
 fi
 check=$OUT/finalize_fast_check.h5
 v2_names=small_batch_v2,small_batch_v2_late_trigger,small_batch_v2_no_shuffle
 v2_names+=,small_batch_v2_no_broadcast,small_batch_v2_late_address,small_batch_v2_fi_geometry
-if fits 35 check; then
+if want check && fits 35 check; then
   # shellcheck disable=SC2046
   logged 35 "$bin" check finalize --variants "$v2_names" --hidden 1024,2880,7168 \
     --tokens 1,3,8,64 --top-k 1,5,6,8,16,22,32,33,64 --weights bf16,fp32,none \
@@ -116,7 +125,9 @@ fi
 # 2. compute-sanitizer on a small check of small_batch_v2 (shuffles, the anchor store, the
 # shared memory of the no-shuffle ablation): memcheck first, the others when the budget allows.
 cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-for tool in memcheck racecheck synccheck initcheck; do
+tools=()
+want sanitize && tools=(memcheck racecheck synccheck initcheck)
+for tool in "${tools[@]}"; do
   if [[ $tool == memcheck ]]; then need=25; else need=$((25 + 210)); fi
   fits $need "compute-sanitizer $tool" || continue
   timeout 25 "$cs" --tool "$tool" --error-exitcode 9 "$bin" check finalize --variants \
@@ -133,30 +144,38 @@ cand=$OUT/finalize_fast_candidates.h5
 # shellcheck disable=SC2054
 grid=(--hidden 1024,2048,2880,3584,4096,5120,6144,7168 --tokens 1,2,3,4,5,6,7,8
       --top-k 6,8,10,16,22,32 --weights bf16 --l2 hot --rounds 3 --launches 30 --repeat-shapes 0)
-if fits 70 "candidate sweep"; then
+# Seconds the phases after the candidates need (the table, the comparison, the race cells).
+later=15
+[[ $skip != *,compare,* ]] && later=140
+if want candidates && fits 70 "candidate sweep"; then
   # shellcheck disable=SC2046
   logged 80 "$bin" sweep finalize --variants small_batch_v2/candidates --modes a,b "${grid[@]}" \
-    --max-minutes "$(minutes 140 65)" $(io "$cand")
+    --max-minutes "$(minutes "$later" 65)" $(io "$cand")
 fi
 # The exit trigger of every candidate in mode b, only when it leaves the later phases their time.
-if [[ -f $cand ]] && fits $((35 + 140)) "candidate sweep (exit trigger)"; then
+if [[ -f $cand ]] && [[ $skip != *,candidates,* ]] && fits $((35 + later)) "candidate sweep (exit trigger)"; then
   logged 40 "$bin" sweep finalize --variants small_batch_v2/candidates/exit --modes b \
-    "${grid[@]}" --max-minutes "$(minutes 140 30)" --resume "$cand"
+    "${grid[@]}" --max-minutes "$(minutes "$later" 30)" --resume "$cand"
 fi
 table=$OUT/small_batch_v2_table.hpp
 # Run in $OUT so that the table's provenance names the file as it comes back (with its sha256).
-if [[ -f $cand ]] && (cd "$OUT" && python3 "$OLDPWD/scripts/v2_policy.py" "$(basename "$cand")" \
+if [[ -f $cand && $skip != *,candidates,* ]] && (cd "$OUT" && python3 "$OLDPWD/scripts/v2_policy.py" "$(basename "$cand")" \
   --out "$table") >>"$log" 2>&1; then
   cp "$table" kernels/finalize/small_batch_v2_table.hpp
-  logged 60 cmake --build "$build" --target moefin -j"$(nproc)" &&
-    say "moefin rebuilt with the measured table ($(grep -c 'Trigger::' "$table") entries)"
+  if [[ -f $build/CMakeCache.txt ]]; then
+    logged 60 cmake --build "$build" --target moefin -j"$(nproc)" &&
+      say "moefin rebuilt with the measured table ($(grep -c 'Trigger::' "$table") entries)"
+  else
+    say "prebuilt binaries: not rebuilt here; the comparison uses the table moefin was built" \
+      "with (commit small_batch_v2_table.hpp and prebuild again to time the new one)"
+  fi
 else
   say "policy table not filled (no candidate file or no usable rows): the comparison uses the rule"
 fi
 
 # 4. The comparison, same rounds, modes a, b, c, with the launch floor of the run.
 sweep=$OUT/finalize_fast_sweep.h5
-if fits 60 "comparison sweep"; then
+if want compare && fits 60 "comparison sweep"; then
   # shellcheck disable=SC2046
   logged 90 "$bin" sweep finalize --variants "$variants" --modes a,b,c --l2 hot \
     --top-k 6,8,10,16,22,32 --weights bf16 --rounds 5 --launches 50 --repeat-shapes 4 \
@@ -164,7 +183,7 @@ if fits 60 "comparison sweep"; then
 fi
 
 # 5. Race matrix cells of the chain with small_batch_v2 (its pre-wait reads and trigger).
-if fits 20 "race matrix (small_batch_v2)"; then
+if want race && fits 20 "race matrix (small_batch_v2)"; then
   logged 25 "$bin" race --finalize small_batch_v2 --presets all-early,seed-after --meta before \
     --delay-ns 0,25000 --iterations 100 --out "$OUT/finalize_fast_race.h5"
 fi

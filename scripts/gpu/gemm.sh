@@ -67,9 +67,9 @@ for phase in $phases; do
     ;;
   test)
     (($(left) < 60)) && { say "test: skipped (budget)"; continue; }
-    say "test: ctest -R 'test_decode_gpu|test_chain_kernels'"
-    (cd build-device && timeout $(($(left) - 5)) ctest -R 'test_decode_gpu|test_chain_kernels' \
-      --output-on-failure) > "$out/ctest_gpu.txt" 2>&1
+    say "test: scripts/gpu_tests.sh 'test_decode_gpu|test_chain_kernels'"
+    scripts/gpu_tests.sh --timeout $(($(left) - 5)) 'test_decode_gpu|test_chain_kernels' \
+      > "$out/ctest_gpu.txt" 2>&1
     rc=$?
     tail -6 "$out/ctest_gpu.txt" | tee -a "$log"
     ((rc == 0)) && mark_done test

@@ -22,8 +22,8 @@ scripts/device_build.sh >>"$log" 2>&1 || { say "build failed"; tail -60 "$log"; 
 export LD_LIBRARY_PATH=$PWD/.deps/prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 bin=$PWD/build-device/moefin
 say "built"
-(cd build-device && timeout 150 ctest -L gpu --output-on-failure) >>"$log" 2>&1
-say "ctest -L gpu: exit $?"
+scripts/gpu_tests.sh --timeout 150 >>"$log" 2>&1
+say "gpu tests: exit $?"
 step 60 check "$bin" check finalize --hidden 1024,7168 --tokens 1,8 --top-k 1,8,22,64 \
   --weights bf16,fp32,none --routings uniform,uniform/ep2,hot --out "$res/quick_check.h5"
 step 60 sweep "$bin" sweep finalize --hidden 4096 --tokens 1,16 --top-k 8,32 --weights bf16 \

@@ -69,6 +69,7 @@ build=${MOEFIN_BUILD_DIR:-build-device}
   "$build/moefin" info --check
   echo "== released kernels as built (sm_90a): registers, spills, shared memory"
   obj=$(find "$build" -name 'flashinfer_dispatch.cu.o' | head -1)
+  [[ -z $obj ]] && obj=$build/moefin # prebuilt binaries: the same kernels, in the executable
   if [[ -x .deps/tools/bin/cuobjdump && -n $obj ]]; then
     # One line per bf16 instantiation without a second input: kernel<TypeExpW, unroll, 2nd, pdl>.
     demangle() { if command -v c++filt >/dev/null; then c++filt; else cat; fi; }
