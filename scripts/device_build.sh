@@ -25,18 +25,38 @@ build=${MOEFIN_BUILD_DIR:-build-device}
 # prebuilt set, another commit, a binary that does not load, MOEFIN_PREBUILT=0) builds from
 # source as below.
 pre=.deps/prebuilt
+lacks() { # the targets of MOEFIN_BUILD_TARGETS that $build does not hold
+  local t
+  for t in ${MOEFIN_BUILD_TARGETS:-}; do
+    [[ -x $build/$t || -x $build/tests/$t ]] || echo "$t"
+  done
+}
+# Prebuilt binaries already in place (an earlier call of this script): done, when they hold
+# every target asked for.
+if [[ -f $build/.prebuilt && ${MOEFIN_PREBUILT:-1} != 0 ]]; then
+  mapfile -t missing < <(lacks)
+  if ((${#missing[@]} == 0)); then
+    echo "device_build: prebuilt binaries of $(cat "$build/.prebuilt") in $build"
+    exit 0
+  fi
+  echo "device_build: the prebuilt set lacks ${missing[*]}; building from source"
+  rm -rf "$build"
+fi
 if [[ ${MOEFIN_PREBUILT:-1} != 0 && -f $pre.tar.xz && ! -d $pre ]]; then
   # python3's lzma, since a bare image may lack the xz tool.
   python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
     "$pre.tar.xz" "$pre" || rm -rf "$pre"
 fi
-if [[ ${MOEFIN_PREBUILT:-1} != 0 && -z ${MOEFIN_BUILD_TARGETS:-} && -f $pre/git_commit &&
-      ! -f $build/CMakeCache.txt ]]; then
+if [[ ${MOEFIN_PREBUILT:-1} != 0 && -f $pre/git_commit && ! -f $build/CMakeCache.txt ]]; then
   if [[ -f .deps/git_commit && $(cat "$pre/git_commit") == "$(cat .deps/git_commit)" ]]; then
     mkdir -p "$build/tests"
     cp "$pre/moefin" "$build/moefin"
     [[ -d $pre/tests ]] && cp "$pre"/tests/* "$build/tests/"
-    if "$build/moefin" info >"$build.prebuilt.log" 2>&1; then
+    mapfile -t missing < <(lacks)
+    if ((${#missing[@]})); then
+      echo "device_build: the prebuilt set lacks ${missing[*]}; building from source"
+    elif "$build/moefin" info >"$build.prebuilt.log" 2>&1; then
+      cp "$pre/git_commit" "$build/.prebuilt"
       echo "device_build: prebuilt binaries of $(cat "$pre/git_commit") in $build" \
         "($(ls "$build/tests" | wc -l) tests; built for $(cat "$pre/arch" 2>/dev/null))"
       exit 0

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <deque>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -139,7 +140,9 @@ struct Pass {
   std::vector<char> mns; // may not have waited nor passed any barrier (entering each node)
   std::vector<long long> last_barrier;     // per node entry: -2 undef, -1 none, else site id
 
-  Pass(Cfg const& c, Environment const& env) : cfg(c), df(run_dataflow(c, env)) {
+  /// `keep_states`: keep the dataflow's per-node states (find_switches replays them).
+  Pass(Cfg const& c, Environment const& env, bool keep_states = false)
+      : cfg(c), df(run_dataflow(c, env)) {
     std::size_t const n = cfg.nodes.size();
     sites.resize(n);
     for (std::size_t id = 0; id < n; ++id) {
@@ -156,8 +159,11 @@ struct Pass {
           r.site = st;
           r.guard = guard_value(ins, s);
           if (st == Site::kAccess) {
-            State const view = ins.guarded() ? guarded_view(ins, s) : State();
-            State const& sv = ins.guarded() ? view : s;
+            // Only a guarded access needs its own view (a copy of the whole state).
+            std::optional<State> view;
+            if (ins.guarded())
+              view = guarded_view(ins, s);
+            State const& sv = view ? *view : s;
             MemInfo const m = mem_info(ins);
             Operand const& mo = ins.ops[static_cast<std::size_t>(m.mem)];
             if (mo.base_reg >= 0) {
@@ -181,6 +187,8 @@ struct Pass {
       }
     }
     flags();
+    if (!keep_states)
+      df.drop_states();
   }
 
   bool feasible_edge(std::size_t id, std::size_t k) const { return df.feasible[id][k]; }
@@ -541,7 +549,7 @@ KernelFacts analyze_kernel(SassModule const& module, SassFunction const& kernel,
     Environment blind = env_in;
     blind.known.clear();
     blind.constraints.clear();
-    Pass const detect(cfg, blind);
+    Pass const detect(cfg, blind, true);
     for (PdlSwitch sw : find_switches(detect, blind)) {
       bool outcome = false;
       if (switch_outcome(sw, env_in, &outcome)) {

@@ -3,8 +3,20 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
+#include <string_view>
+#include <unordered_set>
 
 namespace moefin::audit {
+
+namespace {
+
+/// `s == lit` without strlen: the evaluator compares opcodes with literals for every
+/// instruction of every pass (one pass per warp), so the length check decides most of them.
+template <std::size_t N> bool is(std::string const& s, char const (&lit)[N]) {
+  return s.size() == N - 1 && std::memcmp(s.data(), lit, N - 1) == 0;
+}
+
+} // namespace
 
 // ---------------------------------------------------------------------------------------------
 // Lattice
@@ -330,7 +342,7 @@ Value operand_value(Operand const& o, Environment const& env, State const& s, bo
     return apply_mods(v, o);
   }
   case Operand::Kind::kSpecial:
-    return o.text == "SRZ" ? Value::constant(0) : Value::unknown();
+    return is(o.text, "SRZ") ? Value::constant(0) : Value::unknown();
   default:
     return Value::unknown();
   }
@@ -536,19 +548,20 @@ void clobber(Instr const& ins, State& s) {
   // Destinations: the leading registers of the operand list; wide forms cover more.
   int width = 1;
   if (ins.has_mod("64") || ins.has_mod("WIDE") || ins.has_mod("U64") || ins.has_mod("S64") ||
-      ins.has_mod("F64") || ins.op == "DADD" || ins.op == "DMUL" || ins.op == "DFMA" ||
-      ins.op == "DMNMX")
+      ins.has_mod("F64") || is(ins.op, "DADD") || is(ins.op, "DMUL") || is(ins.op, "DFMA") ||
+      is(ins.op, "DMNMX"))
     width = 2;
-  if (ins.op == "R2P" || ins.op == "R2UP") {
-    for (auto& p : (ins.op == "R2P" ? s.p : s.up))
+  if (is(ins.op, "R2P") || is(ins.op, "R2UP")) {
+    auto& preds = is(ins.op, "R2P") ? s.p : s.up;
+    for (auto& p : preds)
       p = pred_unknown();
-    (ins.op == "R2P" ? s.p : s.up)[kPT] = PredValue::of(true);
+    preds[kPT] = PredValue::of(true);
   }
   if (ins.has_mod("128"))
     width = 4;
-  bool all = ins.op.find("MMA") != std::string::npos || ins.op == "LDTM" || ins.op == "LDSM" ||
-             ins.op == "MOVM" || ins.op.rfind("TLD", 0) == 0 || ins.op.rfind("TEX", 0) == 0 ||
-             ins.op == "LDL" || ins.op == "SUATOM" || ins.op == "SULD";
+  bool all = ins.op.find("MMA") != std::string::npos || is(ins.op, "LDTM") || is(ins.op, "LDSM") ||
+             is(ins.op, "MOVM") || ins.op.rfind("TLD", 0) == 0 || ins.op.rfind("TEX", 0) == 0 ||
+             is(ins.op, "LDL") || is(ins.op, "SUATOM") || is(ins.op, "SULD");
   if (all) {
     for (auto& v : s.r)
       v = Value::unknown();
@@ -579,10 +592,8 @@ bool no_destination(std::string const& op) {
       "UTCOMMA",    "UTCIMMA",    "LDGDEPBAR", "ARRIVES",  "WARPGROUP",   "BREAK",
       "USETMAXREG", "UVIRTCOUNT", "STSM",      "STTM",     "UCGABAR_ARV", "UCGABAR_WAIT",
       "CGAERRBAR",  "LDGSTS"};
-  for (char const* o : kOps)
-    if (op == o)
-      return true;
-  return false;
+  static std::unordered_set<std::string_view> const kSet(std::begin(kOps), std::end(kOps));
+  return kSet.count(op) != 0;
 }
 
 } // namespace
@@ -647,12 +658,15 @@ void step(Instr const& ins, Environment const& env, State& s) {
   // becomes the join of old and new, and keeps the new value under this guard.
   std::uint8_t const gk = guard_key(ins);
   State t = guarded_view(ins, s);
-  State const before = t;
   exec(ins, env, t);
+  // The view before exec, read from `s` (guarded_view substitutes the chain's values and
+  // clears their keys; predicates it leaves alone), so the view is not copied twice.
   for (std::size_t i = 0; i < 320; ++i) {
     Value const& nv = i < 256 ? t.r[i] : t.ur[i - 256];
-    Value const& bv = i < 256 ? before.r[i] : before.ur[i - 256];
-    if (nv == bv && t.key[i] == before.key[i])
+    bool const chained = gk != 0 && s.key[i] == gk;
+    Value const& bv = chained ? s.cond[i] : (i < 256 ? s.r[i] : s.ur[i - 256]);
+    std::uint8_t const bk = chained ? 0 : s.key[i];
+    if (nv == bv && t.key[i] == bk)
       continue;
     Value& sv = i < 256 ? s.r[i] : s.ur[i - 256];
     sv = join(sv, nv);
@@ -660,14 +674,14 @@ void step(Instr const& ins, Environment const& env, State& s) {
     s.cond[i] = nv;
   }
   for (std::size_t i = 0; i < 8; ++i) {
-    if (!(t.p[i] == before.p[i])) {
+    if (!(t.p[i] == s.p[i])) {
       Operand o;
       o.kind = Operand::Kind::kReg;
       o.file = RegFile::kP;
       o.reg = static_cast<int>(i);
       write_pred(o, join(s.p[i], t.p[i]), s);
     }
-    if (!(t.up[i] == before.up[i])) {
+    if (!(t.up[i] == s.up[i])) {
       Operand o;
       o.kind = Operand::Kind::kReg;
       o.file = RegFile::kUP;
@@ -703,32 +717,32 @@ void exec(Instr const& ins, Environment const& env, State& s) {
     return v;
   };
   bool const uniform_op = op.size() > 1 && op[0] == 'U';
-  std::string const base = uniform_op && op != "UMOV" ? op.substr(1) : op;
+  std::string const base = uniform_op && !is(op, "UMOV") ? op.substr(1) : op;
 
-  if (op == "MOV" || op == "MOV32I" || op == "UMOV" || op == "R2UR" || op == "IMOV") {
-    if (op == "R2UR" && ins.opcode != "R2UR") {
+  if (is(op, "MOV") || is(op, "MOV32I") || is(op, "UMOV") || is(op, "R2UR") || is(op, "IMOV")) {
+    if (is(op, "R2UR") && !is(ins.opcode, "R2UR")) {
       clobber(ins, s);
       return;
     }
     write(s, o[0], val(1));
     return;
   }
-  if (op == "S2R" || op == "S2UR" || op == "CS2R") {
+  if (is(op, "S2R") || is(op, "S2UR") || is(op, "CS2R")) {
     Value v = Value::unknown();
     if (o.size() > 1 && o[1].kind == Operand::Kind::kSpecial) {
-      if (o[1].text == "SRZ")
+      if (is(o[1].text, "SRZ"))
         v = Value::constant(0);
-      else if (o[1].text == "SR_TID.X" && env.warp >= 0) {
+      else if (is(o[1].text, "SR_TID.X") && env.warp >= 0) {
         v.kind = Value::kTid;
         v.c = static_cast<std::uint32_t>(env.warp);
       }
     }
     write(s, o[0], v);
-    if (op == "CS2R" && !ins.has_mod("32"))
+    if (is(op, "CS2R") && !ins.has_mod("32"))
       write(s, o[0], v.kind == Value::kConst ? v : Value::unknown(), 1);
     return;
   }
-  if (op == "LDC" || op == "ULDC" || op == "LDCU") {
+  if (is(op, "LDC") || is(op, "ULDC") || is(op, "LDCU")) {
     if (o.size() < 2 || o[1].kind != Operand::Kind::kConst) {
       clobber(ins, s);
       return;
@@ -768,7 +782,7 @@ void exec(Instr const& ins, Environment const& env, State& s) {
     }
     return;
   }
-  if (base == "IMAD") {
+  if (is(base, "IMAD")) {
     auto src = sources(1);
     if (src.size() < 3) {
       clobber(ins, s);
@@ -825,7 +839,7 @@ void exec(Instr const& ins, Environment const& env, State& s) {
     write(s, o[0], r);
     return;
   }
-  if (base == "IADD3" || base == "IADD" || base == "IADD32I") {
+  if (is(base, "IADD3") || is(base, "IADD") || is(base, "IADD32I")) {
     auto src = sources(1);
     std::vector<Value> t;
     std::uint64_t sum = 0;
@@ -877,7 +891,7 @@ void exec(Instr const& ins, Environment const& env, State& s) {
       }
     return;
   }
-  if (base == "VIADD") {
+  if (is(base, "VIADD")) {
     auto src = sources(1);
     if (src.size() < 2) {
       clobber(ins, s);
@@ -887,7 +901,7 @@ void exec(Instr const& ins, Environment const& env, State& s) {
     write(s, o[0], additive({a, b}, a.c + b.c));
     return;
   }
-  if (base == "VIADDMNMX" || base == "IMNMX" || base == "VIMNMX") {
+  if (is(base, "VIADDMNMX") || is(base, "IMNMX") || is(base, "VIMNMX")) {
     auto src = sources(1);
     auto preds = preds_after(1);
     bool const uns = ins.has_mod("U32");
@@ -895,12 +909,12 @@ void exec(Instr const& ins, Environment const& env, State& s) {
     Value r = Value::unknown();
     std::uint32_t x = 0, y = 0;
     bool ok = false;
-    if (base == "VIADDMNMX" && src.size() >= 3) {
+    if (is(base, "VIADDMNMX") && src.size() >= 3) {
       Value const a = val(src[0]), b = val(src[1]), c = val(src[2]);
       ok = a.is_const() && b.is_const() && c.is_const();
       x = a.c + b.c;
       y = c.c;
-    } else if (base != "VIADDMNMX" && src.size() >= 2) {
+    } else if (!is(base, "VIADDMNMX") && src.size() >= 2) {
       Value const a = val(src[src.size() - 2]), b = val(src[src.size() - 1]);
       ok = a.is_const() && b.is_const();
       x = a.c;
@@ -914,7 +928,7 @@ void exec(Instr const& ins, Environment const& env, State& s) {
     write(s, o[0], r);
     return;
   }
-  if (base == "LEA") {
+  if (is(base, "LEA")) {
     auto src = sources(1);
     bool const hi = ins.has_mod("HI");
     bool const x = ins.has_mod("X");
@@ -949,7 +963,7 @@ void exec(Instr const& ins, Environment const& env, State& s) {
     write(s, o[0], r);
     return;
   }
-  if (base == "SHF") {
+  if (is(base, "SHF")) {
     auto src = sources(1);
     if (src.size() < 3) {
       clobber(ins, s);
@@ -978,7 +992,7 @@ void exec(Instr const& ins, Environment const& env, State& s) {
     write(s, o[0], r);
     return;
   }
-  if (base == "LOP3" || base == "LOP") {
+  if (is(base, "LOP3") || is(base, "LOP")) {
     // [P,] d, a, b, c, lut [, P]
     std::size_t di = 0;
     Operand const* pdst = nullptr;
@@ -1045,10 +1059,10 @@ void exec(Instr const& ins, Environment const& env, State& s) {
     }
     return;
   }
-  if (base == "SEL" || op == "FSEL") {
+  if (is(base, "SEL") || is(op, "FSEL")) {
     auto src = sources(1);
     auto preds = preds_after(1);
-    if (src.size() < 2 || preds.empty() || op == "FSEL") {
+    if (src.size() < 2 || preds.empty() || is(op, "FSEL")) {
       clobber(ins, s);
       return;
     }
@@ -1057,7 +1071,7 @@ void exec(Instr const& ins, Environment const& env, State& s) {
     write(s, o[0], p.kind == PredValue::kTrue ? a : p.kind == PredValue::kFalse ? b : join(a, b));
     return;
   }
-  if (base == "ISETP") {
+  if (is(base, "ISETP")) {
     // Pd, Pd2, a, b, Pcombine [, Pex]
     auto preds = preds_after(0);
     auto src = sources(0);
@@ -1117,7 +1131,7 @@ void exec(Instr const& ins, Environment const& env, State& s) {
     write_pred(o[preds[1]], d2, s);
     return;
   }
-  if (base == "PLOP3") {
+  if (is(base, "PLOP3")) {
     // Pd, Pd2, a, b, c, lut, lut2
     auto preds = preds_after(0);
     auto src = sources(0);
@@ -1156,7 +1170,7 @@ void exec(Instr const& ins, Environment const& env, State& s) {
     }
     return;
   }
-  if (op == "SHFL") {
+  if (is(op, "SHFL")) {
     // Pd, d, a, b, c: an index shuffle of a warp-uniform constant is that constant.
     std::size_t di = is_pred(o[0]) ? 1 : 0;
     if (di >= o.size()) {
@@ -1169,7 +1183,7 @@ void exec(Instr const& ins, Environment const& env, State& s) {
     write(s, o[di], ins.has_mod("IDX") && a.is_const() ? a : Value::unknown());
     return;
   }
-  if (op == "HFMA2") {
+  if (is(op, "HFMA2")) {
     // HFMA2.MMA d, -RZ, RZ, 0, 0 is how ptxas writes a zero.
     auto src = sources(1);
     bool zero = src.size() == 4;
@@ -1208,16 +1222,16 @@ Dataflow run_dataflow(Cfg const& cfg, Environment const& env) {
       step(nd.fn->code[i], env, s);
     Instr const& last = nd.last();
     PredValue cond = PredValue::of(true);
-    bool const branch = last.op == "BRA" || last.op == "JMP";
+    bool const branch = is(last.op, "BRA") || is(last.op, "JMP");
     bool const stop =
-        last.op == "EXIT" || last.op == "KILL" || (last.op == "BPT" && last.has_mod("TRAP"));
+        is(last.op, "EXIT") || is(last.op, "KILL") || (is(last.op, "BPT") && last.has_mod("TRAP"));
     if (branch)
       cond = branch_condition(last, s);
     else
       cond = guard_value(last, s);
     // Indirect branches: the target when the index is known.
     std::int64_t target = -1;
-    if ((last.op == "BRX" || last.op == "JMX") && !last.ops.empty()) {
+    if ((is(last.op, "BRX") || is(last.op, "JMX")) && !last.ops.empty()) {
       Value const r = operand_value(last.ops[0], env, s);
       if (r.is_const()) {
         std::int64_t imm = 0;
@@ -1225,7 +1239,7 @@ Dataflow run_dataflow(Cfg const& cfg, Environment const& env) {
           if (last.ops[k].kind == Operand::Kind::kImm)
             imm = last.ops[k].imm;
         target = static_cast<std::int64_t>(r.c) + imm +
-                 (last.op == "BRX" ? static_cast<std::int64_t>(last.addr) + 16 : 0);
+                 (is(last.op, "BRX") ? static_cast<std::int64_t>(last.addr) + 16 : 0);
         bool any = false;
         for (auto const& e : nd.succ)
           any = any || (e.kind == EdgeKind::kIndirect && e.target_addr == target);
@@ -1233,15 +1247,15 @@ Dataflow run_dataflow(Cfg const& cfg, Environment const& env) {
           target = -1; // not one of the known targets: keep them all
       }
     }
-    bool const unresolved_call = last.op == "CALL";
+    bool const unresolved_call = is(last.op, "CALL");
     for (std::size_t k = 0; k < nd.succ.size(); ++k) {
       Edge const& e = nd.succ[k];
       bool ok = true;
       switch (e.kind) {
       case EdgeKind::kFall:
-        if (branch || stop || last.op == "CALL" || last.op == "RET" || last.op == "BRX" ||
-            last.op == "JMX")
-          ok = cond.kind != PredValue::kTrue || (last.op == "CALL" && nd.succ.size() == 1);
+        if (branch || stop || is(last.op, "CALL") || is(last.op, "RET") || is(last.op, "BRX") ||
+            is(last.op, "JMX"))
+          ok = cond.kind != PredValue::kTrue || (is(last.op, "CALL") && nd.succ.size() == 1);
         break;
       case EdgeKind::kTaken:
       case EdgeKind::kCall:
@@ -1257,16 +1271,18 @@ Dataflow run_dataflow(Cfg const& cfg, Environment const& env) {
       if (!ok)
         continue;
       df.feasible[static_cast<std::size_t>(id)][k] = true;
-      State out = s;
-      if (unresolved_call && e.kind == EdgeKind::kFall && nd.succ.size() == 1)
-        out = State::entry(); // a callee we could not follow: it may change any register
-      if (df.in[static_cast<std::size_t>(e.to)].merge(out) &&
+      // A callee we could not follow may change any register.
+      bool const opaque = unresolved_call && e.kind == EdgeKind::kFall && nd.succ.size() == 1;
+      if (df.in[static_cast<std::size_t>(e.to)].merge(opaque ? State::entry() : s) &&
           !queued[static_cast<std::size_t>(e.to)]) {
         queued[static_cast<std::size_t>(e.to)] = 1;
         work.push_back(e.to);
       }
     }
   }
+  df.live.resize(n);
+  for (std::size_t i = 0; i < n; ++i)
+    df.live[i] = df.in[i].reached ? 1 : 0;
   return df;
 }
 

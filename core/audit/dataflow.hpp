@@ -124,9 +124,13 @@ State guarded_view(Instr const& ins, State const& s);
 
 /// The fixed point: the state entering each reachable node, and which edges are feasible.
 struct Dataflow {
-  std::vector<State> in;
+  std::vector<State> in;                   // empty after drop_states()
   std::vector<std::vector<bool>> feasible; // [node][edge index]
-  bool reachable(int node) const { return in[static_cast<std::size_t>(node)].reached; }
+  std::vector<char> live;                  // [node] reached by the fixed point
+  bool reachable(int node) const { return live[static_cast<std::size_t>(node)] != 0; }
+  /// Frees the per-node states (about 14 KB each) once a pass has read what it needs: the
+  /// warp-by-warp audit runs a pass per warp and would otherwise hold them all.
+  void drop_states() { std::vector<State>().swap(in); }
 };
 
 /// Runs the analysis to its fixed point.

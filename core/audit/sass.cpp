@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <cstring>
 #include <sstream>
 
 namespace moefin::audit {
@@ -145,13 +146,15 @@ void parse_address(std::string const& inner, Operand& o) {
 } // namespace
 
 bool Instr::has_mod(char const* m) const {
-  std::string const needle = std::string(".") + m;
+  // ".M" followed by '.' or the end, without building the needle (called per instruction of
+  // every dataflow pass).
+  std::size_t const len = std::strlen(m);
   std::size_t pos = 0;
-  while ((pos = opcode.find(needle, pos)) != std::string::npos) {
-    std::size_t const end = pos + needle.size();
-    if (end == opcode.size() || opcode[end] == '.')
+  while ((pos = opcode.find(m, pos, len)) != std::string::npos) {
+    std::size_t const end = pos + len;
+    if (pos > 0 && opcode[pos - 1] == '.' && (end == opcode.size() || opcode[end] == '.'))
       return true;
-    pos = end;
+    pos = pos + 1;
   }
   return false;
 }

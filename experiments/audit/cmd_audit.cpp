@@ -255,6 +255,8 @@ int verify_chain(audit::Launches const& l, std::vector<audit::RequestResult> con
   std::vector<std::map<std::string, std::set<std::string>>> racing(l.checks.size());
   std::map<std::string, std::size_t> verdicts;
   std::size_t mismatches = 0;
+  // Every distinct chain's verdicts, so a single choice of alternatives can be looked up.
+  nlohmann::ordered_json chains = nlohmann::ordered_json::array();
   std::vector<std::size_t> pick(n, 0); // class per launch
   for (std::size_t done = 0; done < combos; ++done) {
     std::vector<std::size_t> choice(n);
@@ -268,9 +270,11 @@ int verify_chain(audit::Launches const& l, std::vector<audit::RequestResult> con
     verdicts[pdl::verdict_name(rep.verdict())] += weight;
     if (l.expected && *l.expected != rep.verdict())
       mismatches += weight;
+    nlohmann::ordered_json outcomes = nlohmann::ordered_json::array();
     for (std::size_t ci = 0; ci < l.checks.size(); ++ci) {
       std::optional<pdl::Verdict> v;
       std::string const outcome = check_outcome(comp.chain, rep, l.checks[ci], &v);
+      outcomes.push_back({{"outcome", outcome}, {"verdict", v ? pdl::verdict_name(*v) : "none"}});
       tally[ci][outcome] += weight;
       if (l.checks[ci].expected && (!v || *v != *l.checks[ci].expected))
         mismatches += weight;
@@ -281,6 +285,10 @@ int verify_chain(audit::Launches const& l, std::vector<audit::RequestResult> con
               racing[ci][l.launches[i].name].insert(
                   audit::short_name(req.at(audit::request_index(l, i, a)).kernel.facts.name));
     }
+    chains.push_back({{"classes", pick},
+                      {"choices", weight},
+                      {"verdict", pdl::verdict_name(rep.verdict())},
+                      {"checks", outcomes}});
     for (std::size_t i = n; i-- > 0;) {
       if (++pick[i] < classes[i].size())
         break;
@@ -331,6 +339,7 @@ int verify_chain(audit::Launches const& l, std::vector<audit::RequestResult> con
     (*out)["fragment_classes"] = launches;
     (*out)["checks"] = checks;
     (*out)["verdicts"] = verdicts;
+    (*out)["chains"] = chains;
   }
   bool const any_race = verdicts.count("race") != 0;
   return (mismatches || (any_race && !l.expected)) ? kExitFailure : kExitOk;

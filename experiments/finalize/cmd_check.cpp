@@ -74,7 +74,7 @@ bench::Benchmark check_benchmark(fin::GridAxes const& grid,
   b.axis(bench::string_axis("variant", variant_names, bench::Scope::kRow));
   b.key_order({"variant", "H", "T", "K", "weights", "routing"});
   b.skip_if([pad](bench::Config const& row) {
-    return fin::unsupported_reason(finalize::variant(row.str("variant"), "--variants"),
+    return fin::unsupported_reason(*fin::variant_options(row.str("variant")).variant,
                                    fin::shape_of(row), row.num("H") + pad);
   });
   b.cost([](bench::Config const& u, std::size_t rows) {

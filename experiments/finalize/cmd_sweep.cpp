@@ -91,8 +91,8 @@ bench::Benchmark sweep_benchmark(SweepConfig const& c, fin::GridAxes const& grid
     if (row.str("mode") == "b" && row.str("l2") == "cold")
       return "mode b with cold L2 is not measured: the producer leaves gemm_out in L2";
     Shape const s = fin::shape_of(row);
-    return fin::unsupported_reason(finalize::variant(row.str("variant"), "--variants"), s,
-                                   s.hidden);
+    // variant_options: a small_batch_v2 geometry candidate runs its registry entry.
+    return fin::unsupported_reason(*fin::variant_options(row.str("variant")).variant, s, s.hidden);
   });
   b.cost([plan](bench::Config const& u, std::size_t) {
     return fin::shape_seconds(fin::shape_of(u), plan);
@@ -100,12 +100,13 @@ bench::Benchmark sweep_benchmark(SweepConfig const& c, fin::GridAxes const& grid
   b.timed();
   b.ratio({"speedup_vs_scalar", "speedup_lo", "speedup_hi", "variant",
            [](bench::Config const& row) {
-             return finalize::baseline_of(finalize::variant(row.str("variant"), "variant")).name;
+             return finalize::baseline_of(*fin::variant_options(row.str("variant"), "variant").variant)
+                 .name;
            },
            true, 1.0});
   b.ratio({"ablation_ratio", "ablation_lo", "ablation_hi", "variant",
            [](bench::Config const& row) {
-             return finalize::variant(row.str("variant"), "variant").ablation_of;
+             return fin::variant_options(row.str("variant"), "variant").variant->ablation_of;
            },
            false, std::numeric_limits<double>::quiet_NaN()});
   return b;

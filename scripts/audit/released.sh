@@ -10,13 +10,16 @@
 #      routing kernels' params;
 #   4. moefin audit of every NVFP4 batched-GEMM cubin of the cubin wheel (E2m1 in the name),
 #      grouped by threads per CTA (flashinferMetaInfo.h), and of the compiled kernels;
-#   5. the launches file of the released flow (released_launches.py) and moefin audit --chain:
-#      the verdict for every choice of GEMM1 and GEMM2 tactic.
+#   5. the launches file of the released flow (released_launches.py) and the verdict for every
+#      choice of GEMM1 and GEMM2 tactic (released_chain.py: the tactics grouped into classes of
+#      equal PDL facts, moefin audit --chain over one tactic per class, then over every choice
+#      of random tactics without the classes to check the grouping).
 # Writes into OUTDIR (default out/audit/released): facts JSON and logs; then results/audit/
 # released_nvfp4_launches.json and released_audit.h5 (scripts/audit/released_summary.py).
 # Cost on 2 cores: compiling the released sources takes about 25 minutes of CPU time the first
-# time (the routing block file dominates; the cubins are kept in OUTDIR/cubins and reused), the
-# audit about 8 minutes of CPU time (GEMM cubins in MOEFIN_JOBS parallel nvdisasm processes).
+# time (the routing block file dominates; the cubins are kept in OUTDIR/cubins and reused); the
+# audit of the 1015 GEMM cubins (MOEFIN_JOBS parallel processes) and the chain runs: the
+# seconds are in released_audit.h5's attributes and README ("The released chain").
 # Usage: scripts/audit/released.sh [OUTDIR]      (MOEFIN_BUILD_DIR: the moefin build, default build)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -126,6 +129,7 @@ python3 $layout --compiler "$nvcc" "${inc[@]}" --flag=--expt-relaxed-constexpr -
 # 4. Every NVFP4 GEMM cubin, grouped by threads per CTA; the compiled kernels.
 python3 scripts/audit/released_launches.py --metainfo "$bmm/include/flashinferMetaInfo.h" \
   --cubins "$bmm" --groups "$out/gemm_groups.txt" --out results/audit/released_nvfp4_launches.json
+machine="$(nproc) cores; load average before the scan: $(cut -d' ' -f1-3 /proc/loadavg)"
 start=$(date +%s)
 : > "$out/gemm_facts.list"
 while read -r threads files; do
@@ -136,26 +140,33 @@ while read -r threads files; do
   echo "$out/gemm_facts_$threads.json" >> "$out/gemm_facts.list"
 done < "$out/gemm_groups.txt"
 gemm_seconds=$(( $(date +%s) - start ))
-say "GEMM cubins audited in ${gemm_seconds} s"
+machine="$machine, after: $(cut -d' ' -f1-3 /proc/loadavg)"
+say "GEMM cubins audited in ${gemm_seconds} s ($machine)"
+# One kernel alone: the first cubin of the largest block size's group (warp by warp, one job).
+read -r one_threads one_cubin _ < <(tail -1 "$out/gemm_groups.txt")
+t0=$(date +%s.%N)
+"$moefin" audit "$one_cubin" --threads "$one_threads" --layout "$out/layouts/bmm_kernel_params.json" \
+  --jobs 1 --json "$out/one_kernel.json" -q >> "$log" 2>&1
+one_seconds=$(python3 -c "import sys; print('%.2f' % (float(sys.argv[2]) - float(sys.argv[1])))" \
+  "$t0" "$(date +%s.%N)")
+say "one GEMM cubin audited in ${one_seconds} s: $(basename "$one_cubin")"
 for arch in sm_100a sm_90; do
   "$moefin" audit "$out/cubins/routing_custom_block.$arch.cubin" "$out/cubins/dev_kernel.$arch.cubin" \
     --layout "$out/layouts/dev_kernel_params.json" --jobs "$jobs" --json "$out/kernels_$arch.json" -q \
     >> "$log" 2>&1
 done
 
-# 5. The released flow, for every GEMM1 x GEMM2 tactic.
-say "moefin audit --chain results/audit/released_nvfp4_launches.json"
-set +e
-"$moefin" audit --chain results/audit/released_nvfp4_launches.json \
-  "$out/cubins/routing_custom_block.sm_100a.cubin" "$out/cubins/dev_kernel.sm_100a.cubin" \
-  $(cat "$out/gemm_groups.txt" | cut -d' ' -f2- | tr '\n' ' ') \
+# 5. The released flow, for every GEMM1 x GEMM2 tactic: classes of equal facts, the verifier per
+# class pair, and a sample of choices without the classes.
+py=${PYTHON:-.venv/bin/python}
+"$py" scripts/audit/released_chain.py --work "$out" --launches results/audit/released_nvfp4_launches.json \
+  --bmm "$bmm" --moefin "$moefin" --jobs "$jobs" \
+  --kernel-cubins "$out/cubins/routing_custom_block.sm_100a.cubin" "$out/cubins/dev_kernel.sm_100a.cubin" \
   --layout "$out/layouts/bmm_kernel_params.json" --layout "$out/layouts/dev_kernel_params.json" \
-  --chain-only --jobs "$jobs" --json "$out/chain.json" -q | tee "$out/chain.txt"
-chain_status=${PIPESTATUS[0]}
-set -e
-say "chain: exit $chain_status"
-"${PYTHON:-.venv/bin/python}" scripts/audit/released_summary.py --out results/audit/released_audit.h5 \
+  | tee -a "$log"
+"$py" scripts/audit/released_summary.py --out results/audit/released_audit.h5 \
   --work "$out" --launches results/audit/released_nvfp4_launches.json --python-version "$py_version" \
   --cubin-version "$cubin_version" --bmm "$bmm" --gemm-seconds "$gemm_seconds" --nvcc "$nvcc" \
-  --compile-command "nvcc -cubin -arch=ARCH -std=c++17 --expt-relaxed-constexpr -w (include path: scripts/audit/released.sh) SOURCE"
+  --compile-command "nvcc -cubin -arch=ARCH -std=c++17 --expt-relaxed-constexpr -w (include path: scripts/audit/released.sh) SOURCE" \
+  --one-kernel-seconds "$one_seconds" --one-kernel-cubin "$(basename "$one_cubin")" --machine "$machine"
 say "done: results/audit/released_audit.h5 (moefin show results/audit/released_audit.h5 --table released_chain)"

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """results/audit/released_audit.h5 from a run of scripts/audit/released.sh: the facts of every
 audited NVFP4 batched-GEMM cubin and every compiled released kernel (with the package versions,
-tool versions and each cubin's sha256), and the chain's verdict over every choice of GEMM tactics.
+tool versions and each cubin's sha256), and the chain's verdict over every choice of GEMM tactics
+(released_chain.py's classes of tactics, the verifier's verdict per class pair, the sample checked
+without the classes).
 
 A moefin result file (schema moefin-results/1, data/README.md): `moefin show FILE` lists it,
 `moefin show FILE --table released_gemm` (released_kernels, released_chain,
-released_chain_racing) prints a table as CSV."""
+released_chain_classes, released_chain_tactics, released_chain_sample) prints a table as CSV."""
 import argparse
 import datetime
 import glob
@@ -59,6 +61,60 @@ def facts_columns(k):
     }
 
 
+def link_of(outcome):
+    """The kernel that orders a checked read, or the missing link of a race (the words of
+    moefin audit --chain's outcome line)."""
+    if " through " in outcome:
+        return outcome.split(" through ", 1)[1]
+    if outcome.startswith("RACE") and ": " in outcome:
+        return "missing: " + outcome.split(": ", 1)[1]
+    return ""
+
+
+def chain_rows(chain, sha_of_cubin):
+    """The tables of released_chain.py's result: per (class pair, check) rows, the classes, the
+    tactics' membership, the end-to-end sample."""
+    launches = chain["gemm_launches"]
+    cls = chain["classes"]
+
+    def pair_key(c):
+        return " ".join("%s:c%d" % (launches[i], ci) for i, ci in enumerate(c))
+
+    pairs = []
+    for p in chain["pairs"]:
+        cols = {"%s_class" % launches[i]: ci for i, ci in enumerate(p["classes"])}
+        for check, c in zip(chain["checks"], p["checks"]):
+            pairs.append(dict({"key": "%s: %s" % (pair_key(p["classes"]), check)}, **cols,
+                              check=check, verdict=c["verdict"], outcome=c["outcome"],
+                              link=link_of(c["outcome"]), choices=p["choices"],
+                              of=chain["choices"]))
+        pairs.append(dict({"key": "%s: whole chain" % pair_key(p["classes"])}, **cols,
+                          check="whole chain", verdict=p["verdict"], outcome=p["verdict"],
+                          link="", choices=p["choices"], of=chain["choices"]))
+    classes, tactics = [], []
+    for li, la in enumerate(cls):
+        for ci, c in enumerate(la["classes"]):
+            row = {"key": "%s:c%d" % (la["launch"], ci), "launch": la["launch"], "class": ci,
+                   "tactics": len(c["members"]), "representative": c["members"][0]["kernel"]}
+            row.update(c["facts"])
+            classes.append(row)
+            for a in c["members"]:
+                cubin = "B" + a["kernel"][1:] + ".cubin"
+                tactics.append({"key": sha_of_cubin[cubin], "launch": la["launch"], "class": ci,
+                                "tactic": a["kernel"], "threads": int(a.get("threads", 0))})
+    sample = []
+    for i, x in enumerate(chain["sample"]):
+        row = {"key": "%d" % i}
+        for li, t in enumerate(x["tactics"]):
+            row["%s_tactic" % launches[li]] = t
+            row["%s_class" % launches[li]] = x["classes"][li]
+        row.update({"verdict": x["verdict"],
+                    "outcomes": ";".join(c["outcome"] for c in x["checks"]),
+                    "agrees": int(x["agrees"])})
+        sample.append(row)
+    return pairs, classes, tactics, sample
+
+
 def write_table(f, group, description, rows):
     """A kind "table" group (data/README.md): key, sample_offset, sample_count, then the row
     dicts' columns in their order (int -> int64, str -> fixed string of the longest value)."""
@@ -108,6 +164,11 @@ def main():
     ap.add_argument("--gemm-seconds", type=float, default=0)
     ap.add_argument("--nvcc", default="nvcc")
     ap.add_argument("--compile-command", default="")
+    ap.add_argument("--one-kernel-seconds", type=float, default=0,
+                    help="wall seconds of moefin audit over one GEMM cubin (--jobs 1)")
+    ap.add_argument("--one-kernel-cubin", default="none")
+    ap.add_argument("--machine", default="unknown",
+                    help="where the scan ran: cores and load averages")
     args = ap.parse_args()
 
     shipped = {}
@@ -155,22 +216,10 @@ def main():
             r.update(facts_columns(k))
             kernels.append(r)
 
-    chain_file = os.path.join(args.work, "chain.json")
-    chain = json.load(open(chain_file)) if os.path.exists(chain_file) else {
-        "choices": 0, "distinct_chains": 0, "checks": [], "verdicts": {}}
-    choices = int(chain["choices"])
-    checks, racing = [], []
-    for c in chain["checks"]:
-        for outcome, count in c["outcomes"].items():
-            checks.append({"key": "%s: %s" % (c["check"], outcome)[:150], "check": c["check"],
-                           "outcome": outcome, "choices": int(count), "of": choices})
-        for launch, alts in c["racing_alternatives"].items():
-            for a in alts:
-                racing.append({"key": "%s|%s|%d" % (c["check"][:60], launch, len(racing)),
-                               "check": c["check"], "launch": launch, "tactic": a})
-    for v, count in chain["verdicts"].items():
-        checks.append({"key": "whole chain: %s" % v, "check": "whole chain", "outcome": v,
-                       "choices": int(count), "of": choices})
+    chain_file = os.path.join(args.work, "chain_classes.json")
+    chain = json.load(open(chain_file)) if os.path.exists(chain_file) else None
+    chain_tables = chain_rows(chain, {r["cubin"]: r["key"] for r in gemm}) if chain else None
+    choices = chain["choices"] if chain else 0
 
     prov = peers_torch.provenance(0)
     prov.update({
@@ -193,7 +242,16 @@ def main():
         "gemm_audit_seconds": "%.1f" % seconds,
         "gemm_audit_wall_seconds": "%.0f" % args.gemm_seconds,
         "chain_choices": str(choices),
-        "chain_distinct": str(chain["distinct_chains"]),
+        "chain_class_pairs": str(len(chain["pairs"]) if chain else 0),
+        "chain_class_run_seconds": "%.0f" % (chain["class_run_seconds"] if chain else 0),
+        "chain_sample_choices": str(len(chain["sample"]) if chain else 0),
+        "chain_sample_disagreements": str(sum(not x["agrees"] for x in chain["sample"])
+                                          if chain else 0),
+        "chain_sample_seed": str(chain["sample_seed"] if chain else "none"),
+        "chain_sample_run_seconds": "%.0f" % (chain["sample_run_seconds"] if chain else 0),
+        "one_kernel_audit_seconds": "%.2f" % args.one_kernel_seconds,
+        "one_kernel_audit_cubin": args.one_kernel_cubin,
+        "audit_machine": args.machine,
     })
     tmp = args.out + ".tmp"
     with h5py.File(tmp, "w") as f:
@@ -208,13 +266,26 @@ def main():
         write_table(f, "released_kernels",
                     "the released routing block and dev kernels compiled from flashinfer-python "
                     "for sm_100a and sm_90 (released_compile_command)", kernels)
-        if checks:
+        if chain_tables:
+            pairs, classes, tactics, sample = chain_tables
             write_table(f, "released_chain",
-                        "moefin audit --chain over the launches file: each checked read's "
-                        "outcome and the number of GEMM1 x GEMM2 tactic choices giving it", checks)
-        if racing:
-            write_table(f, "released_chain_racing",
-                        "the tactics of the choices in which a checked read races", racing)
+                        "moefin audit --chain (the verifier) once per pair of GEMM1 and GEMM2 "
+                        "tactic classes (classes of equal PDL facts, released_chain_classes), "
+                        "each checked read's verdict and the whole chain's; choices = the "
+                        "GEMM1 x GEMM2 tactic choices of the pair; link = the kernel that orders "
+                        "the read, or the missing link of a race", pairs)
+            write_table(f, "released_chain_classes",
+                        "the classes of GEMM tactics with equal PDL facts (the facts columns "
+                        "that define them), their sizes and the tactic the verifier ran", classes)
+            write_table(f, "released_chain_tactics",
+                        "every tactic of each GEMM launch (key: its cubin's sha256) and its class: "
+                        "the released_chain rows of a choice are those of its classes' pair",
+                        tactics)
+            if sample:
+                write_table(f, "released_chain_sample",
+                            "choices of random GEMM1 and GEMM2 tactics verified end to end "
+                            "without the classes (moefin audit --chain over those tactics' "
+                            "cubins), against their class pair's verdicts", sample)
     os.replace(tmp, args.out)
     print("released_summary: %d GEMM cubins (%d wait before they trigger, %d read a routing "
           "output before their wait), %d compiled kernels, %d tactic choices -> %s"

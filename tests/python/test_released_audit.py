@@ -60,15 +60,17 @@ def test_every_nvfp4_cubin_is_audited_and_matches_the_wheel(released):
             assert have == len(la["kernel"]), la["name"]
 
 
+def gemm_launches(launches):
+    return [la for la in launches["launches"] if isinstance(la["kernel"], list)]
+
+
 def test_chain_counts_cover_every_tactic_choice(released):
     attrs, t = released
-    if "released_chain" not in t:
-        pytest.skip("the file holds no chain verdict (moefin audit --chain did not run)")
     launches = json.loads(LAUNCHES.read_text())
     choices = 1
-    for la in launches["launches"]:
-        if isinstance(la["kernel"], list):
-            choices *= len(la["kernel"])
+    for la in gemm_launches(launches):
+        choices *= len(la["kernel"])
+    assert choices == 161 * 171
     assert int(attrs["chain_choices"]) == choices
     per_check = {}
     for r in t["released_chain"]:
@@ -76,6 +78,90 @@ def test_chain_counts_cover_every_tactic_choice(released):
         per_check[r["check"]] = per_check.get(r["check"], 0) + r["choices"]
     assert len(per_check) == len(launches["check"]) + 1  # the checks and the whole chain
     assert all(n == choices for n in per_check.values()), per_check
+    assert int(attrs["chain_class_pairs"]) * len(per_check) == len(t["released_chain"])
+
+
+def test_every_tactic_is_in_one_class_of_its_facts(released):
+    _, t = released
+    launches = json.loads(LAUNCHES.read_text())
+    gemm = {r["key"]: r for r in t["released_gemm"]}
+    classes = {(r["launch"], r["class"]): r for r in t["released_chain_classes"]}
+    tactics = t["released_chain_tactics"]
+    for la in gemm_launches(launches):
+        mine = [r for r in tactics if r["launch"] == la["name"]]
+        assert sorted(r["tactic"] for r in mine) == sorted(a["kernel"] for a in la["kernel"])
+        for (launch, ci), c in classes.items():
+            if launch == la["name"]:
+                assert c["tactics"] == sum(r["class"] == ci for r in mine)
+        for r in mine:
+            row, c = gemm[r["key"]], classes[(la["name"], r["class"])]
+            assert row["flow_launch"] == la["name"]
+            for col in ("waits_every_path", "wait_before_trigger", "trigger", "pre_wait_reads",
+                        "pre_wait_writes", "post_trigger_writes"):
+                assert row[col] == c[col], (r["tactic"], col)
+    # Each pair's choices are its classes' sizes multiplied.
+    for r in t["released_chain"]:
+        assert r["choices"] == (classes[("gemm1", r["gemm1_class"])]["tactics"] *
+                                classes[("gemm2", r["gemm2_class"])]["tactics"])
+
+
+def expected_outcome(launches, row, classes):
+    """DESIGN.md section 3's rule on the classes' facts: a pre-wait read of routing's output is
+    ordered through the first kernel in between that waits before it triggers, every kernel
+    before that one waiting on every path; no such read when the class has none."""
+    names = [la["name"] for la in launches["launches"]]
+    reader = row["check"].split(" ")[0]
+    buffer = row["check"].split(" ")[2]
+    if reader in ("gemm1", "gemm2"):
+        la = launches["launches"][names.index(reader)]
+        params = {p for p, b in la["params"].items() if b == buffer}
+        reads = classes[(reader, row[reader + "_class"])]["pre_wait_reads"].split(";")
+        if not params & set(reads):
+            return "none", ""
+    between = names[names.index("routing") + 1:names.index(reader)]
+    for k in between:
+        c = classes[(k, row[k + "_class"])]
+        if c["wait_before_trigger"]:
+            return "ordered", k
+        if not c["waits_every_path"]:
+            break
+    return "race", None
+
+
+def test_chain_verdicts_follow_the_kernels_facts(released):
+    _, t = released
+    launches = json.loads(LAUNCHES.read_text())
+    classes = {(r["launch"], r["class"]): r for r in t["released_chain_classes"]}
+    for r in t["released_chain"]:
+        if r["check"] == "whole chain":
+            assert r["verdict"] in ("ordered", "race")
+            continue
+        verdict, link = expected_outcome(launches, r, classes)
+        assert r["verdict"] == verdict, r["key"]
+        if verdict == "ordered":
+            assert r["link"] == link, r["key"]
+        elif verdict == "race":
+            assert r["link"].startswith("missing: "), r["key"]
+
+
+def test_sampled_choices_agree_without_the_classes(released):
+    attrs, t = released
+    sample = t["released_chain_sample"]
+    assert len(sample) == int(attrs["chain_sample_choices"]) >= 200
+    assert int(attrs["chain_sample_disagreements"]) == 0
+    assert all(r["agrees"] == 1 for r in sample)
+    member = {(r["launch"], r["tactic"]): r["class"] for r in t["released_chain_tactics"]}
+    for r in sample:
+        for g in ("gemm1", "gemm2"):
+            assert member[(g, r[g + "_tactic"])] == r[g + "_class"]
+    assert len({(r["gemm1_tactic"], r["gemm2_tactic"]) for r in sample}) == len(sample)
+
+
+def test_scan_times_are_recorded(released):
+    attrs, _ = released
+    assert float(attrs["gemm_audit_wall_seconds"]) > 0
+    assert float(attrs["one_kernel_audit_seconds"]) > 0
+    assert "cores" in attrs["audit_machine"] and "load average" in attrs["audit_machine"]
 
 
 def test_compiled_released_kernels_cover_both_architectures(released):
