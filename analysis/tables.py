@@ -11,6 +11,7 @@ Conventions (data/README.md defines the columns):
 """
 import numpy as np
 
+from .derived import with_stored_statistics
 from .frame import Frame
 from .merging import NOT_RECORDED, shared_conditions
 from .pdl import probe_signature, race_cell_rule
@@ -345,29 +346,32 @@ def peer_tables(results, mode="c"):
 
 
 def noise_tables(results):
-    """/finalize_repeat against /finalize_sweep: the same configurations measured twice."""
+    """/finalize_repeat against /finalize_sweep: the same configurations measured twice, each
+    pair inside one file (the merged sweep may hold another run's row for the same key)."""
     tables = []
-    for r, t in measured(results):
-        rep = r.table("finalize_repeat")
-        if rep is None or not len(rep):
-            continue
-        index = {(c, k): i for i, (c, k) in
-                 enumerate(zip(t["condition"].tolist(), t["key"].tolist()))}
+    for r, _ in measured(results):
         dt, ds = [], []
-        for j, (c, k) in enumerate(zip(rep["condition"].tolist(), rep["key"].tolist())):
-            i = index.get((c, k))
-            if i is None or t["median_us"][i] <= 0 or not t["speedup_vs_scalar"][i] > 0:
+        for f in r.files:
+            rep = with_stored_statistics("finalize_repeat", f.tables.get("finalize_repeat"))
+            t = with_stored_statistics("finalize_sweep", f.tables.get("finalize_sweep"))
+            if rep is None or t is None or not len(rep):
                 continue
-            dt.append(abs(rep["median_us"][j] - t["median_us"][i]) / t["median_us"][i])
-            ds.append(abs(rep["speedup_vs_scalar"][j] - t["speedup_vs_scalar"][i])
-                      / t["speedup_vs_scalar"][i])
+            index = {k: i for i, k in enumerate(t["key"].tolist())}
+            for j, k in enumerate(rep["key"].tolist()):
+                i = index.get(k)
+                if i is None or t["median_us"][i] <= 0 or not t["speedup_vs_scalar"][i] > 0:
+                    continue
+                dt.append(abs(rep["median_us"][j] - t["median_us"][i]) / t["median_us"][i])
+                ds.append(abs(rep["speedup_vs_scalar"][j] - t["speedup_vs_scalar"][i])
+                          / t["speedup_vs_scalar"][i])
         if not dt:
             continue
         table = Table(f"noise_{r.column.slug}",
                       f"Noise on {r.column.label}: configurations measured twice in one run "
                       f"(/finalize_repeat vs /finalize_sweep)", ["quantity"],
                       ["configurations", "median abs. difference", "max abs. difference"],
-                      notes=["abs(second - first) / first, per configuration key."])
+                      notes=["abs(second - first) / first, per configuration key, both "
+                             "measurements from the same file; pooled over the files."])
         for name, d in (("per-launch time", dt), ("speedup vs scalar", ds)):
             d = np.asarray(d)
             table.add_row(name, [count_cell(len(d)),

@@ -1043,6 +1043,7 @@ struct WriteState {
   bool overwrite = false; // create(): the rename may replace an existing file
   std::string temp;
   int uncaught = 0; // std::uncaught_exceptions() when the writer was made
+  bool resumed = false; // resume(): the file held rows of an earlier run
 };
 
 namespace {
@@ -1166,7 +1167,9 @@ ResultWriter ResultWriter::resume(std::string const& path) {
   write_str_attr(*f, f->id(), "resumed_by", command_line());
   write_str_attr(*f, f->id(), "resumed_date_utc", utc_now());
   f->check(H5Fflush(f->id(), H5F_SCOPE_GLOBAL), "cannot flush");
-  return ResultWriter(std::move(f), path, std::move(prov), std::make_unique<WriteState>());
+  auto state = std::make_unique<WriteState>();
+  state->resumed = true;
+  return ResultWriter(std::move(f), path, std::move(prov), std::move(state));
 }
 
 ResultWriter ResultWriter::open(std::string const& out_path, std::string const& resume_path,
@@ -1174,6 +1177,10 @@ ResultWriter ResultWriter::open(std::string const& out_path, std::string const& 
   if (!resume_path.empty())
     return resume(resume_path);
   return create_resumable(out_path, collect_provenance(seed));
+}
+
+bool ResultWriter::resumed() const {
+  return state_ && state_->resumed;
 }
 
 bool ResultWriter::committed() const {

@@ -160,6 +160,8 @@ public:
   /// incomplete, or absent under its final name).
   void commit();
   bool committed() const;
+  /// True for a writer made by resume(): the file may hold rows of an earlier run.
+  bool resumed() const;
 
   /// The final name of the file (what messages and readers use).
   std::string const& path() const { return path_; }

@@ -50,7 +50,7 @@ if [[ ${MOEFIN_PREBUILT:-0} == 1 ]]; then
   archs=$(sed -n 's/^CMAKE_CUDA_ARCHITECTURES:STRING=//p' "$build/CMakeCache.txt")
   [[ ,${archs//;/,}, == *,90,* || ,${archs//;/,}, == *,90a,* ]] ||
     { echo "device_prepare: $build is configured for '$archs', not sm_90" >&2; exit 1; }
-  mapfile -t tests < <(sed -nE 's/^ *moefin_test\(([a-z0-9_]+) LABEL gpu.*/\1/p' tests/CMakeLists.txt)
+  mapfile -t tests < <(scripts/gpu_tests.sh --list)
   extra=()
   [[ -n $(sed -n 's/^MOEFIN_FLASHINFER_ROOT:PATH=//p' "$build/CMakeCache.txt") ]] &&
     extra=(test_flashinfer_adapter)

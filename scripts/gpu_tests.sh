@@ -4,17 +4,20 @@
 # matches the extended regex PATTERN (default: every gpu test), one line per test, exit 77 counted
 # as skipped (tests/CMakeLists.txt: SKIP_RETURN_CODE 77), the test's output on failure.
 #   scripts/gpu_tests.sh [--build DIR] [--timeout S] [PATTERN]
+#   scripts/gpu_tests.sh --list      the names of the gpu tests, one a line
 # Exit status: 0 when every test that ran passed, 1 when one failed, 2 on bad usage or when no
 # test matched.
 set -uo pipefail
 build=build-device
 limit=300
 pattern=
+list=0
 while (($#)); do
   case $1 in
   --build) build=${2:?--build needs a directory}; shift 2 ;;
   --timeout) limit=${2:?--timeout needs seconds}; shift 2 ;;
-  -h | --help) sed -n 2,8p "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  --list) list=1; shift ;;
+  -h | --help) sed -n 2,9p "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
   -*) echo "gpu_tests.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   *) pattern=$1; shift ;;
   esac
@@ -22,6 +25,10 @@ done
 cd "$(dirname "$0")/.."
 # The gpu tests, by name, from the one place that labels them.
 mapfile -t names < <(sed -nE 's/^ *moefin_test\(([a-z0-9_]+) LABEL gpu.*/\1/p' tests/CMakeLists.txt)
+if ((list)); then
+  printf '%s\n' "${names[@]}"
+  exit 0
+fi
 [[ -n $pattern ]] && mapfile -t names < <(printf '%s\n' "${names[@]}" | grep -E "$pattern")
 if ((${#names[@]} == 0)); then
   echo "gpu_tests.sh: no gpu test matches '${pattern}'" >&2

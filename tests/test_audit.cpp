@@ -8,15 +8,15 @@
 
 #include "core/audit/audit.hpp"
 #include "core/audit/elf_info.hpp"
-#include "core/audit/process.hpp"
 #include "core/audit/launches.hpp"
 #include "core/audit/plan.hpp"
+#include "core/audit/process.hpp"
 #include "core/audit/report.hpp"
 #include "core/audit/sass.hpp"
 #include "core/h5store.hpp"
+#include "core/ops/layer_plan.hpp"
 #include "core/pdl/verifier.hpp"
 #include "experiments/audit/moefin_plan.hpp"
-#include "core/ops/layer_plan.hpp"
 #include "experiments/chain/race_cells.hpp"
 #include "tests/run_moefin.hpp"
 
@@ -499,6 +499,21 @@ std::function<std::vector<std::string>(std::uint32_t)> buffer_map(audit::Launch 
   };
 }
 
+/// Each kernel of one layer of `layer` as its plan says and as the audit reads it from the binary
+/// (launched with `o`), in launch order.
+std::vector<std::pair<audit::PlannedKernel, audit::ObservedKernel>>
+planned_and_seen(chain::LayerPlan const& layer, audit_plan::MoefinLaunchOptions const& o = {}) {
+  audit::Launches const l = audit_plan::moefin_launches(layer, o);
+  auto const plan = audit_plan::moefin_plan(layer);
+  auto const audited = chain_program().audit_launches(l);
+  BOOST_TEST_REQUIRE(plan.size() == l.launches.size());
+  std::vector<std::pair<audit::PlannedKernel, audit::ObservedKernel>> out;
+  for (std::size_t i = 0; i < plan.size(); ++i)
+    out.emplace_back(
+        plan[i], audit::observe(audited[i].kernel, buffer_map(l.launches[i], audited[i].kernel)));
+  return out;
+}
+
 /// The metadata verdict of finalize on the audit-derived chain of `cfg` (as chain::verify_cell
 /// gives it on the hand description).
 chain::CellVerdict audited_cell(chain::ChainConfig const& cfg, std::string const& variant,
@@ -538,28 +553,79 @@ BOOST_AUTO_TEST_CASE(moefin_chain_kernels_agree_with_the_chain_description,
   for (chain::Preset p : chain::kAllPresets)
     for (auto const& cfg0 : race::trigger_variants(chain::preset_config(p), false))
       for (bool meta : {true, false})
-        for (char const* variant : {"small_batch", "small_batch_nosplit", "small_batch_late_trigger",
-                                    "small_batch_meta_after_wait", "scalar", "vecload"}) {
+        for (char const* variant :
+             {"small_batch", "small_batch_nosplit", "small_batch_late_trigger",
+              "small_batch_meta_after_wait", "scalar", "vecload"}) {
           chain::ChainConfig cfg = cfg0;
           cfg.metadata_before_wait = meta;
           chain::LayerPlan const layer =
               chain::make_layer_plan(cfg, finalize::variant(variant, "audit"));
-          audit::Launches const l = audit_plan::moefin_launches(layer);
-          auto const plan = audit_plan::moefin_plan(layer);
-          auto const audited = chain_program().audit_launches(l);
-          BOOST_TEST_REQUIRE(plan.size() == l.launches.size());
-          for (std::size_t i = 0; i < plan.size(); ++i) {
-            auto const seen =
-                audit::observe(audited[i].kernel, buffer_map(l.launches[i], audited[i].kernel));
-            auto const diff = audit::compare_plan(plan[i], seen);
-            for (auto const& d : diff)
+          for (auto const& [planned, seen] : planned_and_seen(layer)) {
+            for (auto const& d : audit::compare_plan(planned, seen))
               BOOST_ERROR(chain::describe(cfg)
-                          << " " << variant << ": " << plan[i].name << ": " << d);
+                          << " " << variant << ": " << planned.name << ": " << d);
             ++compared;
           }
         }
   BOOST_TEST_MESSAGE(compared << " kernel descriptions compared with their binaries");
   BOOST_TEST(compared > 300u);
+}
+
+BOOST_AUTO_TEST_CASE(the_decode_gemm_flavours_agree_with_their_binaries,
+                     *utf::precondition(ToolsPresent())) {
+  // The split-K decode GEMM as GEMM1 and GEMM2 (bf16 and fp4 weights, tile 8 and 16): every
+  // trigger placement of the GEMMs one at a time (trigger_variants), each kernel's trigger, waits,
+  // pre-wait reads (none: the chain launches it without weights_before_wait), reads after the
+  // wait and writes as the plan says.
+  std::size_t compared = 0, gemms = 0;
+  for (char const* format : {"bf16", "fp4"})
+    for (std::int64_t tile_m : {8, 16})
+      for (auto const& cfg :
+           race::trigger_variants(chain::preset_config(chain::Preset::kSeedAfter), false)) {
+        chain::LayerPlan const layer = chain::make_layer_plan(
+            cfg, finalize::variant("small_batch", "audit"), *chain::flavour_for_format(format));
+        BOOST_TEST_REQUIRE(layer.at(chain::Kernel::kGemm1).impl.find("decode_gemm") !=
+                           std::string::npos);
+        audit_plan::MoefinLaunchOptions o;
+        o.tile_m = tile_m;
+        for (auto const& [planned, seen] : planned_and_seen(layer, o)) {
+          for (auto const& d : audit::compare_plan(planned, seen))
+            BOOST_ERROR(format << " tile " << tile_m << " " << chain::describe(cfg) << ": "
+                               << planned.name << ": " << d);
+          ++compared;
+          if (planned.name == "gemm1" || planned.name == "gemm2") {
+            ++gemms;
+            // The decode kernel's reads of the weights (fp4: values, scales, global scales) all
+            // follow its wait.
+            BOOST_TEST(seen.reads_before_wait.empty());
+            BOOST_TEST(std::count(seen.reads_after_wait.begin(), seen.reads_after_wait.end(),
+                                  planned.name == "gemm1" ? "w1" : "w2") == 1);
+          }
+        }
+      }
+  BOOST_TEST_MESSAGE(compared << " kernel descriptions of the decode flavours compared");
+  BOOST_TEST(gemms >= 4u * 2u * 4u);
+}
+
+BOOST_AUTO_TEST_CASE(the_decode_gemm_reading_weights_before_its_wait_is_seen,
+                     *utf::precondition(ToolsPresent())) {
+  // The comparison can fail: with weights_before_wait the binary's pre-wait reads are the expert
+  // map and the weights, which the chain's plan does not allow, and the comparison says so.
+  chain::LayerPlan const layer = chain::make_layer_plan(
+      chain::preset_config(chain::Preset::kSeedAfter), finalize::variant("small_batch", "audit"),
+      *chain::flavour_for_format("fp4"));
+  audit::Launches l = audit_plan::moefin_launches(layer);
+  for (auto& a : l.launches[2].assume)
+    if (a.name == "launch.weights_before_wait") {
+      a.value = 1;
+      a.text = "launch.weights_before_wait=1";
+    }
+  auto const audited = chain_program().audit_launches(l);
+  auto const seen = audit::observe(audited[2].kernel, buffer_map(l.launches[2], audited[2].kernel));
+  auto const diff = audit::compare_plan(audit_plan::moefin_plan(layer).at(2), seen);
+  BOOST_TEST(!diff.empty());
+  BOOST_TEST(std::count(seen.reads_before_wait.begin(), seen.reads_before_wait.end(),
+                        "cta_to_expert") == 1);
 }
 
 BOOST_AUTO_TEST_CASE(a_mutant_that_triggers_before_its_wait_turns_the_chain_into_a_race,

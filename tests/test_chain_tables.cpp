@@ -36,42 +36,46 @@ std::string published() {
 
 /// A /layer_sweep with the 4 configurations of two (shape, T) cells; times are made up so that
 /// new finalize is 1.05x and seed-after 1.02x.
-void write_layer_file(std::string const& path) {
+/// With `formats`, the same per weights format, fp4 layers half the time.
+void write_layer_file(std::string const& path, std::vector<std::string> const& formats = {""}) {
   auto prov = h5::collect_provenance(1);
   prov["gpu_name"] = "NVIDIA B200"; // the measured column is labelled with the file's GPU
   auto f = h5::ResultWriter::create(path, prov);
   auto t = f.table("layer_sweep", chain_tables::layer_columns());
-  for (std::int64_t T : {1, 8})
-    for (std::string fin : {"new", "previous"})
-      for (std::string pl : {"seed-after", "seed-before"}) {
-        double us = 100.0 * (fin == "new" ? 1.0 / 1.05 : 1.0) * (pl == "seed-after" ? 1 / 1.02 : 1);
-        h5::Row r;
-        r.set("shape", "H2048/I1280/E512/top-22/relu2")
-            .set("H", 2048)
-            .set("I", 1280)
-            .set("E", 512)
-            .set("K", 22)
-            .set("activation", "relu2")
-            .set("T", T)
-            .set("finalize", fin)
-            .set("placement", pl)
-            .set("finalize_kernel", "small_batch")
-            .set("tile_m", 16)
-            .set("layers", 16)
-            .set("median_us", us)
-            .set("min_us", us * 0.99)
-            .set("q1_us", us)
-            .set("q3_us", us)
-            .set("max_us", us)
-            .set("rounds", 9)
-            .set("speedup_finalize", fin == "new" ? 1.05 : 1.0)
-            .set("speedup_finalize_lo", fin == "new" ? 1.04 : 1.0)
-            .set("speedup_finalize_hi", fin == "new" ? 1.06 : 1.0)
-            .set("speedup_placement", pl == "seed-after" ? 1.02 : 1.0)
-            .set("speedup_placement_lo", 1.0)
-            .set("speedup_placement_hi", 1.03);
-        t.append("T=" + std::to_string(T) + fin + pl, r, {us, us});
-      }
+  for (auto const& format : formats)
+    for (std::int64_t T : {1, 8})
+      for (std::string fin : {"new", "previous"})
+        for (std::string pl : {"seed-after", "seed-before"}) {
+          double us = 100.0 * (fin == "new" ? 1.0 / 1.05 : 1.0) *
+                      (pl == "seed-after" ? 1 / 1.02 : 1) * (format == "fp4" ? 0.5 : 1.0);
+          h5::Row r;
+          r.set("shape", "H2048/I1280/E512/top-22/relu2")
+              .set("H", 2048)
+              .set("I", 1280)
+              .set("E", 512)
+              .set("K", 22)
+              .set("activation", "relu2")
+              .set("T", T)
+              .set("finalize", fin)
+              .set("placement", pl)
+              .set("finalize_kernel", "small_batch")
+              .set("tile_m", 16)
+              .set("layers", 16)
+              .set("median_us", us)
+              .set("min_us", us * 0.99)
+              .set("q1_us", us)
+              .set("q3_us", us)
+              .set("max_us", us)
+              .set("rounds", 9)
+              .set("speedup_finalize", fin == "new" ? 1.05 : 1.0)
+              .set("speedup_finalize_lo", fin == "new" ? 1.04 : 1.0)
+              .set("speedup_finalize_hi", fin == "new" ? 1.06 : 1.0)
+              .set("speedup_placement", pl == "seed-after" ? 1.02 : 1.0)
+              .set("speedup_placement_lo", 1.0)
+              .set("speedup_placement_hi", 1.03)
+              .set("weights_format", format);
+          t.append("T=" + std::to_string(T) + fin + pl + format, r, {us, us});
+        }
 }
 
 using moefin::test::contains;
@@ -182,7 +186,8 @@ BOOST_AUTO_TEST_CASE(equivalence_table_prints_mismatch_location) {
         .set("ref_checks", 1)
         .set("max_rel_err", 0.0031)
         .set("tolerance", 0.01)
-        .set("routings_per_s", 812.0);
+        .set("routings_per_s", 812.0)
+        .set("weights_format", "fp4");
     t.append("a", r);
   }
   auto const c = run("equivalence --print " + d.file("eq.h5"));
@@ -190,6 +195,7 @@ BOOST_AUTO_TEST_CASE(equivalence_table_prints_mismatch_location) {
   BOOST_TEST(contains(c.out, "first: out[517] seed 12345"), c.out);
   BOOST_TEST(contains(c.out, "25000ns@routing"), c.out);
   BOOST_TEST(contains(c.out, "0.00310"), c.out);
+  BOOST_TEST(contains(c.out, "weights"), c.out); // the column of a file that has it
 }
 
 BOOST_AUTO_TEST_CASE(bad_command_lines_exit_2_naming_the_flag) {
@@ -214,6 +220,38 @@ BOOST_AUTO_TEST_CASE(bad_command_lines_exit_2_naming_the_flag) {
   auto const f = run("equivalence --print /nonexistent/eq.h5");
   BOOST_TEST(f.status == 1, f.out);
   BOOST_TEST(contains(f.out, "/nonexistent/eq.h5"), f.out);
+}
+
+BOOST_AUTO_TEST_CASE(weights_format_errors_name_the_flag_and_the_problem) {
+  struct Case {
+    char const* args;
+    char const* says;
+  };
+  for (Case const& c :
+       {Case{"sweep layer --weights-format nvfp4 --list", "--weights-format: value 'nvfp4'"},
+        Case{"equivalence --weights-format fp4,fp4 --list", "'fp4' given twice"},
+        Case{"race --weights-format bf16,fp4 --list", "race takes one format per run"},
+        Case{"equivalence --weights-format fp4 --tile-m 32 --list", "--tile-m: 32"},
+        Case{"sweep layer --weights-format fp4 --shapes H6144/I320/E256/top-8 --list",
+             "multiples of 128"},
+        Case{"sweep layer --peers x.h5", "--peers: only with --print"}}) {
+    auto const r = run(c.args);
+    BOOST_TEST(r.status == 2, c.args << ": " << r.out);
+    BOOST_TEST(contains(r.out, c.says), c.args << ": " << r.out);
+  }
+  // The formats are an axis of the sweep and of equivalence, keyed only when not bf16-tiled.
+  auto const l =
+      run("sweep layer --weights-format bf16-tiled,fp4 --shapes top-8 --tokens 1 --list");
+  BOOST_TEST_REQUIRE(l.status == 0, l.out);
+  BOOST_TEST(
+      contains(l.out, "\n    shape=H6144/I512/E256/top-8,T=1,finalize=new,placement=seed-after\n"),
+      l.out);
+  BOOST_TEST(contains(l.out, "finalize=new,placement=seed-after,weights_format=fp4"), l.out);
+  auto const q = run("equivalence --weights-format bf16,fp4 --shapes top-8 --tokens 1 "
+                     "--presets safe --list");
+  BOOST_TEST_REQUIRE(q.status == 0, q.out);
+  BOOST_TEST(contains(q.out, "delay=0@routing,weights_format=bf16"), q.out);
+  BOOST_TEST(contains(q.out, "2 rows"), q.out);
 }
 
 BOOST_AUTO_TEST_CASE(race_describe_prints_chains_the_verifier_reads_without_a_gpu) {
@@ -280,4 +318,81 @@ BOOST_AUTO_TEST_CASE(slot_comparison_names_the_first_differing_buffer) {
   BOOST_TEST(chain_run::max_rel_err(x, y, 2) < 0.01);
   std::uint16_t const nan[2] = {0x7fc1, 0x4000};
   BOOST_TEST(std::isinf(chain_run::max_rel_err(nan, y, 2)));
+}
+
+// A new file takes the flavour asked for (the released chain's first GPU run was refused here:
+// a file without the attribute was read as moefin's); a resumed file keeps its own, and one that
+// predates the attribute is moefin's.
+BOOST_AUTO_TEST_CASE(a_new_file_takes_the_flavour_and_a_resumed_one_keeps_its_own) {
+  TempDir d;
+  {
+    auto f = h5::ResultWriter::open(d.file("released.h5"), "", 5);
+    BOOST_TEST(!f.resumed());
+    chain_run::record_flavour("released", f);
+    f.commit();
+  }
+  {
+    auto f = h5::ResultWriter::open("", d.file("released.h5"), 5);
+    BOOST_TEST(f.resumed());
+    BOOST_CHECK_THROW(chain_run::record_flavour("moefin", f), InputError);
+  }
+  {
+    auto f = h5::ResultWriter::open("", d.file("released.h5"), 5);
+    chain_run::record_flavour("released", f);
+    f.commit();
+  }
+  BOOST_TEST(h5::ResultReader(d.file("released.h5")).provenance().at("flavour") == "released");
+  {
+    h5::ResultWriter::create(d.file("old.h5"), h5::collect_provenance(1)); // no flavour attribute
+  }
+  auto f = h5::ResultWriter::open("", d.file("old.h5"), 5);
+  BOOST_CHECK_THROW(chain_run::record_flavour("released", f), InputError);
+  chain_run::record_flavour("moefin", f);
+}
+
+BOOST_AUTO_TEST_CASE(a_sweep_of_weight_formats_prints_them_side_by_side_with_the_peer) {
+  TempDir d;
+  write_layer_file(d.file("formats.h5"), {"bf16", "fp4"});
+  write_layer_file(d.file("plain.h5"));
+  {
+    // A peer file: rows of finalize torch (as experiments/chain/peers_layer_torch.py writes).
+    auto f = h5::ResultWriter::create(d.file("peer.h5"), h5::collect_provenance(1));
+    auto t = f.table("layer_sweep", chain_tables::layer_columns());
+    h5::Row r;
+    r.set("shape", "H2048/I1280/E512/top-22/relu2")
+        .set("T", 1)
+        .set("finalize", "torch")
+        .set("placement", "none")
+        .set("finalize_kernel", "grouped_mm")
+        .set("median_us", 432.1)
+        .set("weights_format", "bf16")
+        .set("activation", "relu2")
+        .set("rounds", 5);
+    for (char const* c : {"H", "I", "E", "K", "tile_m", "layers"})
+      r.set(c, std::int64_t{0});
+    for (char const* c : {"min_us", "q1_us", "q3_us", "max_us", "speedup_finalize",
+                          "speedup_finalize_lo", "speedup_finalize_hi", "speedup_placement",
+                          "speedup_placement_lo", "speedup_placement_hi"})
+      r.set(c, 432.1);
+    t.append("peer", r, {432.1});
+  }
+  auto const table = [](std::string const& path) {
+    return h5::ResultReader(path).read_table("layer_sweep");
+  };
+  h5::Table const peers = table(d.file("peer.h5"));
+  std::ostringstream os;
+  chain_tables::print_layer_tables(table(d.file("formats.h5")), published(), "NVIDIA B200", os,
+                                   &peers);
+  std::string const s = os.str();
+  BOOST_TEST(contains(s, "(seed-after placement, PDL on, bf16 weights)"));
+  BOOST_TEST(contains(s, "(seed-after placement, PDL on, fp4 weights)"));
+  BOOST_TEST(contains(s, "by weights format, and the PyTorch peer"));
+  // T = 1: new finalize, seed-after: 100 / 1.05 / 1.02 us (bf16), half of it (fp4), the peer.
+  BOOST_TEST(contains(s, "93.37       46.69       432.10"), s);
+  BOOST_TEST(contains(s, "torch grouped_mm"));
+  // A file of one format (or written before the column) keeps the tables it always had.
+  std::ostringstream plain;
+  chain_tables::print_layer_tables(table(d.file("plain.h5")), published(), "NVIDIA B200", plain);
+  BOOST_TEST(!contains(plain.str(), "by weights format"));
+  BOOST_TEST(!contains(plain.str(), "weights)"));
 }

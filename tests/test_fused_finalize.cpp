@@ -180,3 +180,71 @@ BOOST_AUTO_TEST_CASE(the_commands_take_the_fused_finalize) {
   BOOST_TEST(contains(bad.out, "--finalize"), bad.out);
   BOOST_TEST(contains(bad.out, "fused"), bad.out); // the names it takes
 }
+
+BOOST_AUTO_TEST_CASE(the_fused_plan_keeps_the_tiled_gemms) {
+  LayerPlan const p = make_layer_plan(preset_config(Preset::kSeedAfter), fused());
+  BOOST_TEST(p.tiled_gemms()); // chain.cu and the reference chain run the tiled GEMM's kernels
+  BOOST_TEST(p.flavour == "moefin");
+  BOOST_TEST(!p.snapshot);
+  BOOST_TEST(!p.repoison);
+  for (auto const& d : layer_launches(p, RunFlags{}))
+    BOOST_TEST(!d.released);
+  for (char const* format : {"bf16", "fp4"}) {
+    LayerPlan const d = make_layer_plan(preset_config(Preset::kSeedAfter),
+                                        finalize::variant("small_batch", "test"),
+                                        *flavour_for_format(format));
+    BOOST_TEST(!d.tiled_gemms(), format);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(the_fused_finalize_refuses_what_it_cannot_run_with) {
+  // The split-K decode GEMMs as GEMM1/GEMM2: each names --weights-format and its value.
+  for (char const* format : {"bf16", "fp4"}) {
+    try {
+      make_layer_plan(preset_config(Preset::kSeedAfter), fused(), *flavour_for_format(format));
+      BOOST_ERROR("the fused plan took --weights-format " << format);
+    } catch (InputError const& e) {
+      std::string const w = e.what();
+      BOOST_TEST(contains(w, std::string("--weights-format ") + format + " "), w);
+      BOOST_TEST(contains(w, "finalize fused"), w);
+      BOOST_TEST(w.find('\n') == std::string::npos, w);
+    }
+    // A separate finalize keeps running on them.
+    BOOST_CHECK_NO_THROW(make_layer_plan(preset_config(Preset::kSeedAfter),
+                                         finalize::variant("small_batch", "test"),
+                                         *flavour_for_format(format)));
+  }
+  // The released flavour around the tiled GEMMs.
+  ChainConfig released = preset_config(Preset::kSeedAfter);
+  set_flavour(released, "released");
+  try {
+    make_layer_plan(released, fused());
+    BOOST_ERROR("the fused plan took --flavour released");
+  } catch (InputError const& e) {
+    BOOST_TEST(contains(e.what(), "--flavour released"), e.what());
+    BOOST_TEST(contains(e.what(), "finalize fused"), e.what());
+  }
+  BOOST_TEST(inside_gemm2_refusal("released", finalize::variant("small_batch", "test"),
+                                  moefin_flavour())
+                 .empty());
+  BOOST_TEST(inside_gemm2_refusal("moefin", fused(), moefin_flavour()).empty());
+}
+
+BOOST_AUTO_TEST_CASE(the_commands_refuse_the_fused_finalize_on_decode_gemms) {
+  auto const r = run("race --describe --shapes top-8 --tokens 1 --presets seed-after "
+                     "--weights-format fp4 --set finalize.variant=fused");
+  BOOST_TEST(r.status == 2, r.out);
+  BOOST_TEST(contains(r.out, "--weights-format fp4"), r.out);
+  auto const s =
+      run("sweep layer --list --shapes top-8 --tokens 1 --weights-format bf16 --finalize fused");
+  BOOST_TEST(s.status == 2, s.out);
+  BOOST_TEST(contains(s.out, "--weights-format bf16 "), s.out);
+  // "all" leaves fused out when one of the formats cannot take it, keeps it otherwise.
+  auto const a = run("sweep layer --list --shapes top-8 --tokens 1 --weights-format bf16-tiled,fp4");
+  BOOST_TEST_REQUIRE(a.status == 0, a.out);
+  BOOST_TEST(!contains(a.out, "finalize=fused"), a.out);
+  BOOST_TEST(contains(a.out, "finalize=previous,placement=seed-after,weights_format=fp4"), a.out);
+  auto const t = run("sweep layer --list --shapes top-8 --tokens 1 --weights-format bf16-tiled");
+  BOOST_TEST_REQUIRE(t.status == 0, t.out);
+  BOOST_TEST(contains(t.out, "finalize=fused,placement=seed-after"), t.out);
+}

@@ -211,3 +211,42 @@ BOOST_AUTO_TEST_CASE(the_plan_names_every_implementation_and_the_weight_format) 
   BOOST_TEST((pdl::verify(verifier_chain(other, "test", false), {false}).verdict() ==
               pdl::Verdict::kOrdered)); // the weights are written before the batch
 }
+
+BOOST_AUTO_TEST_CASE(each_weights_format_names_its_flavour_and_gemm_launcher) {
+  ChainConfig const cfg = preset_config(Preset::kSeedAfter);
+  auto const& fin = finalize::variant("small_batch", "test");
+  struct Expect {
+    char const* format;
+    char const* flavour;
+    char const* weights;
+    char const* gemm;
+  };
+  for (Expect const& e : {Expect{"bf16-tiled", "moefin", "bf16", kTiledGemmBf16},
+                          Expect{"bf16", "decode-bf16", "bf16", kDecodeGemmBf16},
+                          Expect{"fp4", "decode-fp4", "fp4", kDecodeGemmFp4}}) {
+    ChainFlavour const* f = flavour_for_format(e.format);
+    BOOST_TEST_REQUIRE(f != nullptr, e.format);
+    LayerPlan const plan = make_layer_plan(cfg, fin, *f);
+    BOOST_TEST(plan.flavour == e.flavour);
+    BOOST_TEST(plan.weights == e.weights);
+    for (Kernel k : {Kernel::kGemm1, Kernel::kGemm2}) {
+      KernelPlan const& g = plan.at(k);
+      BOOST_TEST(g.impl == e.gemm);
+      // The decode GEMM in the chain: the tiled GEMM's contract (no weights_before_wait).
+      BOOST_TEST((g.trigger == Trigger::kExit));
+      BOOST_TEST(g.reads_before_wait.empty());
+      BOOST_TEST((g.reads_after_wait ==
+                  moefin_flavour().kernels[static_cast<std::size_t>(k)].reads_after_wait));
+    }
+    // The launches carry the implementation the plan names (chain.cu picks the launcher by it).
+    auto const launches = layer_launches(plan, RunFlags{});
+    BOOST_TEST_REQUIRE(launches.size() == plan.kernels.size());
+    for (std::size_t i = 0; i < launches.size(); ++i)
+      BOOST_TEST(launches[i].impl == plan.kernels[i].impl);
+    // The verifier sees the same chain as the tiled flavour's: the race verdicts do not move.
+    BOOST_TEST(pdl::to_json(verifier_chain(plan, "t", true)) ==
+               pdl::to_json(verifier_chain(make_layer_plan(cfg, fin), "t", true)));
+  }
+  BOOST_TEST(flavour_for_format("nvfp4") == nullptr);
+  BOOST_TEST((weights_format_names() == std::vector<std::string>{"bf16-tiled", "bf16", "fp4"}));
+}

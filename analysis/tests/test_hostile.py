@@ -90,10 +90,14 @@ def test_incomplete_and_unknown_states(small, tmp_path):
 
 
 def test_files_without_a_state_read_as_complete():
-    # The committed files were written before the state existed.
+    # The committed files written before the state existed read as complete.
+    old = []
     for p in COMMITTED:
         with h5py.File(p, "r") as f:
-            assert "moefin_state" not in f.attrs
+            if "moefin_state" not in f.attrs:
+                old.append(p)
+    assert old, "no committed file without moefin_state left to test"
+    for p in old:
         load_result_file(p)
 
 

@@ -1,6 +1,7 @@
 #include "core/chain/presets.hpp"
 
 #include "core/ops/errors.hpp"
+#include "core/ops/layer_plan.hpp"
 
 #include <sstream>
 
@@ -144,6 +145,14 @@ std::string between_triggers(ChainConfig const& cfg) {
   return s;
 }
 
+void set_flavour(ChainConfig& cfg, std::string const& name) {
+  ChainFlavour const& f = chain_flavour(name);
+  cfg.flavour = f.name;
+  for (std::size_t i = 0; i < f.kernels.size(); ++i)
+    if (f.kernels[i].fixed)
+      cfg.at(kAllKernels[i]).trigger = f.kernels[i].default_trigger;
+}
+
 std::string describe(ChainConfig const& cfg) {
   std::ostringstream os;
   os << "preset=" << cfg.preset << " finalize=" << cfg.finalize.name()
@@ -156,6 +165,8 @@ std::string describe(ChainConfig const& cfg) {
       os << ",delay_ns=" << n.delay_ns;
     os << "}";
   }
+  if (cfg.flavour != "moefin") // moefin's descriptions stay as every file so far has them
+    os << " flavour=" << cfg.flavour;
   return os.str();
 }
 

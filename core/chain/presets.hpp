@@ -34,6 +34,12 @@ ChainConfig preset_config(Preset p);
 /// `flag`, the item and what is allowed.
 void apply_overrides(ChainConfig& cfg, std::string const& text, std::string const& flag = "--set");
 
+/// Sets cfg's flavour (chain_flavour(name): "moefin" or "released"; InputError otherwise) and
+/// writes the placement of every kernel whose contract fixes it (KernelImpl::fixed) into its
+/// knob, so that between_triggers, describe and result rows show where it really triggers. Apply
+/// after the presets and overrides.
+void set_flavour(ChainConfig& cfg, std::string const& name);
+
 /// "permute=entry,gemm1=exit,act=entry,gemm2=exit": resolved placements of the kernels between
 /// routing and finalize (the race_matrix `triggers` column).
 std::string between_triggers(ChainConfig const& cfg);

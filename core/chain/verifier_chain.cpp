@@ -102,12 +102,15 @@ pdl::Chain verifier_chain(ChainConfig const& cfg, finalize::FinalizeVariant cons
                         graph, iterations);
 }
 
-std::string chain_json(ChainConfig const& cfg, finalize::FinalizeVariant const& fin, bool graph) {
-  return pdl::to_json(verifier_chain(cfg, fin, graph));
+std::string chain_json(ChainConfig const& cfg, finalize::FinalizeVariant const& fin, bool graph,
+                       ChainFlavour const& flavour) {
+  return pdl::to_json(verifier_chain(make_layer_plan(cfg, fin, flavour),
+                                     describe(cfg) + " finalize_variant=" + fin.name, graph));
 }
 
-CellVerdict verify_cell(ChainConfig const& cfg, finalize::FinalizeVariant const& fin, bool graph) {
-  LayerPlan const plan = make_layer_plan(cfg, fin);
+CellVerdict verify_cell(ChainConfig const& cfg, finalize::FinalizeVariant const& fin, bool graph,
+                        ChainFlavour const& flavour) {
+  LayerPlan const plan = make_layer_plan(cfg, fin, flavour);
   pdl::Chain const c = verifier_chain(plan, describe(cfg) + " finalize_variant=" + fin.name, graph);
   pdl::Report const r = pdl::verify(c, {false});
   CellVerdict v;

@@ -33,8 +33,10 @@ pdl::Chain verifier_chain(LayerPlan const& plan, std::string const& description,
 /// The same for the plan of `cfg` with finalize `fin` (the variant the run launches).
 pdl::Chain verifier_chain(ChainConfig const& cfg, finalize::FinalizeVariant const& fin, bool graph,
                           int iterations = kVerifierIterations);
-/// verifier_chain as JSON, the format `moefin verify` reads.
-std::string chain_json(ChainConfig const& cfg, finalize::FinalizeVariant const& fin, bool graph);
+/// verifier_chain as JSON, the format `moefin verify` reads; the plan's kernels those of
+/// `flavour` (the one of the run's weights format).
+std::string chain_json(ChainConfig const& cfg, finalize::FinalizeVariant const& fin, bool graph,
+                       ChainFlavour const& flavour = moefin_flavour());
 
 /// What the verifier says about the chain of a race-matrix cell.
 struct CellVerdict {
@@ -44,6 +46,7 @@ struct CellVerdict {
   pdl::Verdict metadata = pdl::Verdict::kOrdered;
   std::size_t races = 0, pairs = 0;
 };
-CellVerdict verify_cell(ChainConfig const& cfg, finalize::FinalizeVariant const& fin, bool graph);
+CellVerdict verify_cell(ChainConfig const& cfg, finalize::FinalizeVariant const& fin, bool graph,
+                        ChainFlavour const& flavour = moefin_flavour());
 
 } // namespace moefin::chain

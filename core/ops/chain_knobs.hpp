@@ -117,6 +117,9 @@ struct ChainConfig {
   std::array<KernelKnobs, kNumKernels> knobs{};
   bool metadata_before_wait = true; // finalize may read indices and weights before its wait
   FinalizeChoice finalize;
+  // The implementations of the kernels: "moefin" (its own) or "released" (the released FlashInfer
+  // routing, permute and activation around moefin's GEMMs; layer_plan.hpp, chain_flavour()).
+  std::string flavour = "moefin";
 
   KernelKnobs& at(Kernel k) { return knobs[static_cast<std::size_t>(k)]; }
   KernelKnobs const& at(Kernel k) const { return knobs[static_cast<std::size_t>(k)]; }

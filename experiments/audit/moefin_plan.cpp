@@ -23,7 +23,9 @@ Params one_each(std::vector<std::pair<std::string, std::string>> const& v) {
   return p;
 }
 
-std::int64_t trigger_value(Trigger t) { return static_cast<std::int64_t>(t); }
+std::int64_t trigger_value(Trigger t) {
+  return static_cast<std::int64_t>(t);
+}
 
 /// The kernel symbol ChainRunner launches for a finalize variant: its checked graphs run the
 /// instrumented instantiation (finalize_kernels.cuh, "Knob sets": every knob a run-time value,
@@ -58,14 +60,16 @@ void expect_impl(chain::KernelPlan const& k, std::string const& impl) {
 
 audit::Launches moefin_launches(chain::LayerPlan const& plan, MoefinLaunchOptions const& o) {
   using chain::Kernel;
-  if (plan.flavour != "moefin")
-    throw InputError("audit: layer plan flavour " + plan.flavour + " (the audit knows moefin's)");
+  if (plan.flavour != "moefin" && plan.flavour != "decode-bf16" && plan.flavour != "decode-fp4")
+    throw InputError("audit: layer plan flavour " + plan.flavour +
+                     " (the audit knows moefin, decode-bf16 and decode-fp4)");
   audit::Launches l;
-  l.origin = "moefin ChainRunner (layer plan " + plan.flavour + ", finalize " +
-             plan.finalize->name + ")";
+  l.origin =
+      "moefin ChainRunner (layer plan " + plan.flavour + ", finalize " + plan.finalize->name + ")";
   l.name = "moefin_chain";
   l.iterations = o.iterations;
-  auto knob = [&](Kernel k, std::string const& impl, std::string const& symbol, Params params) {
+  auto knob = [&](Kernel k, std::string const& impl, std::string const& symbol, Params params,
+                  std::vector<audit::AssumeItem> assume = {}) {
     chain::KernelPlan const& kp = plan.at(k);
     expect_impl(kp, impl);
     audit::Launch la;
@@ -73,6 +77,7 @@ audit::Launches moefin_launches(chain::LayerPlan const& plan, MoefinLaunchOption
     la.kernel = symbol;
     la.pdl = kp.pdl;
     la.assume.push_back(item("k.trigger", trigger_value(kp.trigger)));
+    la.assume.insert(la.assume.end(), assume.begin(), assume.end());
     la.params = std::move(params);
     l.launches.push_back(std::move(la));
   };
@@ -94,25 +99,43 @@ audit::Launches moefin_launches(chain::LayerPlan const& plan, MoefinLaunchOption
                  {"p.permuted_to_token", "permuted_to_token"},
                  {"p.total_padded_rows", "total_padded_rows"},
                  {"p.permuted", "permuted"}}));
+  // The tiled grouped GEMM, or the split-K decode GEMM (DecodeGemmParams: the grouped GEMM's
+  // params as p.gemm, fp4 scales and global scales read as parts of the weights), which the
+  // chain launches without weights_before_wait.
+  std::string const gemm_impl = plan.at(Kernel::kGemm1).impl;
+  bool const decode = gemm_impl != chain::kTiledGemmBf16;
+  if (decode && gemm_impl != chain::kDecodeGemmBf16 && gemm_impl != chain::kDecodeGemmFp4)
+    throw InputError("audit: GEMM implementation " + gemm_impl + " has no kernel symbol");
   std::string const gemm =
-      "moefin::gemm::grouped_gemm_kernel<" + std::to_string(o.tile_m / 16) + ">";
-  std::string const gemm_impl = "moefin.grouped_gemm." + plan.weights;
-  auto gemm_params = [](char const* a, char const* b, char const* c) {
-    return one_each({{"p.a", a},
-                     {"p.b", b},
-                     {"p.c", c},
-                     {"p.cta_to_expert", "cta_to_expert"},
-                     {"p.total_padded_rows", "total_padded_rows"},
-                     {"p.row_token", "permuted_to_token"}});
+      decode ? std::string("moefin::gemm::decode_gemm_kernel<(moefin::gemm::WeightFormat)") +
+                   (gemm_impl == chain::kDecodeGemmFp4 ? "1" : "0") + ", " +
+                   std::to_string(o.tile_m / 8) + ", true>"
+             : "moefin::gemm::grouped_gemm_kernel<" + std::to_string(o.tile_m / 16) + ">";
+  auto gemm_params = [&](char const* a, char const* b, char const* c) {
+    std::string const g = decode ? "p.gemm." : "p.";
+    Params p = one_each({{g + "a", a},
+                         {g + "b", b},
+                         {g + "c", c},
+                         {g + "cta_to_expert", "cta_to_expert"},
+                         {g + "total_padded_rows", "total_padded_rows"},
+                         {g + "row_token", "permuted_to_token"}});
+    if (decode && gemm_impl == chain::kDecodeGemmFp4) {
+      p.emplace_back("p.scales", std::vector<std::string>{b});
+      p.emplace_back("p.global_scale", std::vector<std::string>{b});
+    }
+    return p;
   };
-  knob(Kernel::kGemm1, gemm_impl, gemm, gemm_params("permuted", "w1", "gemm1_out"));
+  std::vector<audit::AssumeItem> gemm_assume;
+  if (decode)
+    gemm_assume.push_back(item("launch.weights_before_wait", 0));
+  knob(Kernel::kGemm1, gemm_impl, gemm, gemm_params("permuted", "w1", "gemm1_out"), gemm_assume);
   knob(Kernel::kActivation, "moefin.activation",
        std::string("moefin::activation::activation_kernel<(moefin::activation::Type)") +
            (o.swiglu ? "0" : "1") + ">",
        one_each({{"p.in", "gemm1_out"},
                  {"p.out", "act_out"},
                  {"p.total_padded_rows", "total_padded_rows"}}));
-  knob(Kernel::kGemm2, gemm_impl, gemm, gemm_params("act_out", "w2", "gemm2_out"));
+  knob(Kernel::kGemm2, gemm_impl, gemm, gemm_params("act_out", "w2", "gemm2_out"), gemm_assume);
 
   chain::KernelPlan const& fp = plan.at(Kernel::kFinalize);
   audit::Launch f;
@@ -150,6 +173,9 @@ audit::Launches moefin_launches(chain::LayerPlan const& plan, MoefinLaunchOption
       c.params.emplace_back("p.snapshot", std::vector<std::string>{"snapshot"});
     else
       c.assume.push_back(item("p.snapshot:8", 0));
+    // Only the released flavour's checksum poisons what it hashed (LayerPlan::repoison).
+    if (!plan.repoison)
+      c.assume.push_back(item("p.repoison", 0));
     l.launches.push_back(c);
   }
   return l;

@@ -4,6 +4,8 @@
 
 #include "core/ops/errors.hpp"
 #include "core/rng.hpp"
+#include "core/ops/layer_plan.hpp"
+#include "experiments/chain/race_cells.hpp"
 #include "experiments/chain/reference_chain.hpp"
 #include "experiments/chain/run.hpp"
 #include "experiments/commands.hpp"
@@ -22,6 +24,7 @@ namespace {
 
 struct EquivOptions {
   std::vector<chain::LayerShape> shapes;
+  std::vector<std::string> formats = {chain::kDefaultWeightsFormat}; // --weights-format
   std::vector<std::int64_t> tokens;
   std::vector<chain::Preset> presets;
   std::string overrides;
@@ -35,6 +38,7 @@ struct EquivOptions {
   double tolerance = 1e-2;
   bool stamps = false;
   int replay_attempts = 20;
+  std::string flavour = "moefin"; // --flavour
 };
 
 chain::ChainConfig config_of(chain::Preset p, EquivOptions const& o, std::int64_t delay_ns,
@@ -43,6 +47,7 @@ chain::ChainConfig config_of(chain::Preset p, EquivOptions const& o, std::int64_
   chain::apply_overrides(c, o.overrides);
   if (delay_ns > 0)
     c.at(delay_kernel).delay_ns = delay_ns;
+  chain::set_flavour(c, o.flavour);
   return c;
 }
 
@@ -50,10 +55,10 @@ chain::ChainConfig config_of(chain::Preset p, EquivOptions const& o, std::int64_
 
 int run_replay(EquivOptions const& o, std::uint64_t seed, std::uint64_t weight_seed) {
   if (o.shapes.size() != 1 || o.tokens.size() != 1 || o.presets.size() != 1 ||
-      o.delays.size() != 1 || o.delay_kernels.size() != 1)
-    throw InputError("--replay: give exactly one --shapes, --tokens, --presets, --delay-ns and "
-                     "--delay-kernels value");
-  chain::LayerWeights const w(o.shapes[0], weight_seed);
+      o.delays.size() != 1 || o.delay_kernels.size() != 1 || o.formats.size() != 1)
+    throw InputError("--replay: give exactly one --shapes, --tokens, --presets, --delay-ns, "
+                     "--delay-kernels and --weights-format value");
+  chain::LayerWeights const w(o.shapes[0], weight_seed, o.formats[0]);
   chain::RunnerOptions ro;
   ro.tokens = o.tokens[0];
   ro.tile_m = o.tile_m;
@@ -73,10 +78,11 @@ int run_replay(EquivOptions const& o, std::uint64_t seed, std::uint64_t weight_s
   return kExitFailure;
 }
 
-/// Every (shape, T, preset, delay, delayed kernel) of the run (a zero delay once, whatever the
-/// kernels): one unit and one row each, keyed
-/// "shape=..,T=..,preset=..,delay=D@KERNEL[,set=OVERRIDES]" (as every /equivalence so far; a
-/// zero delay names the first kernel of --delay-kernels).
+/// Every (shape, weights format, T, preset, delay, delayed kernel) of the run (a zero delay once,
+/// whatever the kernels): one unit and one row each, keyed
+/// "shape=..,T=..,preset=..,delay=D@KERNEL[,set=OVERRIDES][,weights_format=F]" (as every
+/// /equivalence so far; a zero delay names the first kernel of --delay-kernels; the format only
+/// when it is not bf16-tiled).
 bench::Benchmark equivalence_benchmark(EquivOptions const& o) {
   bench::Benchmark b("equivalence", chain_tables::equivalence_columns(),
                      "randomized routings through the layer chain, PDL on vs off, every buffer "
@@ -84,27 +90,32 @@ bench::Benchmark equivalence_benchmark(EquivOptions const& o) {
                      "(max_rel_err relative to the output's peak)");
   std::vector<bench::Config> units;
   for (auto const& shape : o.shapes)
-    for (std::int64_t T : o.tokens)
-      for (chain::Preset p : o.presets)
-        for (std::int64_t d : o.delays)
-          for (chain::Kernel k : o.delay_kernels) {
-            if (d == 0 && k != o.delay_kernels.front())
-              continue;
-            bench::Config u;
-            u.set("shape", shape.name)
-                .set("T", T)
-                .set("preset", std::string(chain::preset_name(p)))
-                .set("overrides", o.overrides)
-                .set("delay_ns", d)
-                .set("delay_at", std::string(chain::kernel_name(k)))
-                .set("delayed_kernel", std::string(d ? chain::kernel_name(k) : "none"));
-            units.push_back(u);
-          }
+    for (auto const& format : o.formats)
+      for (std::int64_t T : o.tokens)
+        for (chain::Preset p : o.presets)
+          for (std::int64_t d : o.delays)
+            for (chain::Kernel k : o.delay_kernels) {
+              if (d == 0 && k != o.delay_kernels.front())
+                continue;
+              bench::Config u;
+              u.set("shape", shape.name)
+                  .set("weights_format", format)
+                  .set("T", T)
+                  .set("preset", std::string(chain::preset_name(p)))
+                  .set("overrides", o.overrides)
+                  .set("delay_ns", d)
+                  .set("delay_at", std::string(chain::kernel_name(k)))
+                  .set("delayed_kernel", std::string(d ? chain::kernel_name(k) : "none"));
+              units.push_back(u);
+            }
   b.units(std::move(units));
   b.key([&o](bench::Config const& r) {
     return "shape=" + r.str("shape") + ",T=" + std::to_string(r.num("T")) +
            ",preset=" + r.str("preset") + ",delay=" + std::to_string(r.num("delay_ns")) + "@" +
-           r.str("delay_at") + (o.overrides.empty() ? "" : ",set=" + o.overrides);
+           r.str("delay_at") + (o.overrides.empty() ? "" : ",set=" + o.overrides) +
+           (r.str("weights_format") == chain::kDefaultWeightsFormat
+                ? ""
+                : ",weights_format=" + r.str("weights_format"));
   });
   b.cost([&o](bench::Config const&, std::size_t) {
     return 0.5 + 2e-3 * static_cast<double>(o.routings); // both PDL modes, hashing, the copies
@@ -136,16 +147,17 @@ int run_equivalence(EquivOptions const& o, h5::ResultWriter& file, std::uint64_t
     std::uint64_t const wseed = chain::weight_seed(seed, shape);
     int const batch = static_cast<int>(std::min<std::int64_t>(o.batch, o.routings));
     std::int64_t const batches = (o.routings + batch - 1) / batch;
-    std::string const which = shape.name + ",T=" + std::to_string(T);
+    std::string const format = u.config.str("weights_format");
+    std::string const which = shape.name + "," + format + ",T=" + std::to_string(T);
     if (runner_of != which) {
       runner.reset();
       refs.clear();
-      if (weights && weights->shape().name != shape.name)
+      if (weights && (weights->shape().name != shape.name || weights->format() != format))
         weights.reset();
       runner_of = which;
     }
     if (!weights)
-      weights = std::make_unique<chain::LayerWeights>(shape, wseed);
+      weights = std::make_unique<chain::LayerWeights>(shape, wseed, format);
     if (!runner) {
       chain::RunnerOptions ro;
       ro.tokens = T;
@@ -229,6 +241,7 @@ int run_equivalence(EquivOptions const& o, h5::ResultWriter& file, std::uint64_t
   bench.run(file, bench::RunOptions{}, body);
   file.commit();
   h5::ResultReader reader(file.path());
+  chain_run::print_flavour(reader.provenance(), std::cout);
   chain_tables::print_equivalence(reader.read_table("equivalence"), std::cout);
   if (failures)
     std::cout << failures << " configuration(s) with mismatches or reference errors\n";
@@ -270,21 +283,25 @@ int equivalence(cli::Args const& args) {
       "replay-attempts", po::value<int>()->default_value(20), "attempts of --replay, 1..10000")(
       "print", po::value<std::string>(), "print the /equivalence table of FILE and exit")(
       "list", "print the configurations (index, estimated seconds, key) and exit; no GPU needed");
+  chain_run::add_flavour_option(desc);
   chain_run::add_residency_options(desc, chain_run::Residency{});
+  chain_run::add_weights_format_option(desc, "a list is an axis of the run");
   cli::add_result_options(desc, "equivalence");
   po::variables_map vm;
   if (!cli::parse("equivalence",
-                  "[--shapes S] [--tokens T] [--presets P] [--set K=V,..] [--delay-ns D] "
-                  "[--delay-kernels K] "
+                  "[--shapes S] [--tokens T] [--weights-format F] [--presets P] [--set K=V,..] "
+                  "[--delay-ns D] [--delay-kernels K] "
                   "[--routings N] [--replay SEED] [--print FILE] [--out FILE]",
                   desc, args, vm))
     return kExitOk;
   if (vm.count("print")) {
     h5::ResultReader reader(vm["print"].as<std::string>());
+    chain_run::print_flavour(reader.provenance(), std::cout);
     chain_tables::print_equivalence(reader.read_table("equivalence"), std::cout);
     return kExitOk;
   }
   EquivOptions o;
+  o.flavour = chain_run::read_flavour_option(vm);
   o.shapes = chain::parse_shapes(vm["shapes"].as<std::string>(), "--shapes");
   o.tokens = cli::parse_int_list("--tokens", vm["tokens"].as<std::string>(), 1, 128);
   o.presets = chain::parse_presets(vm["presets"].as<std::string>(), "--presets");
@@ -305,11 +322,26 @@ int equivalence(cli::Args const& args) {
   o.stamps = vm.count("stamps") > 0;
   o.replay_attempts = vm["replay-attempts"].as<int>();
   cli::check_range("--replay-attempts", o.replay_attempts, 1, 10000);
-  for (auto const& s : o.shapes)
+  o.formats = chain_run::read_weights_formats(vm);
+  for (auto const& s : o.shapes) {
     for (auto T : o.tokens)
       chain::validate(s, T, o.tile_m);
+    for (auto const& f : o.formats)
+      chain_run::check_weights_format(f, s, o.tile_m);
+  }
   chain::ChainConfig probe = chain::preset_config(o.presets[0]);
   chain::apply_overrides(probe, o.overrides); // bad overrides fail before any GPU work
+  // ... and so do knobs the flavour's kernels lack (a delay in a released kernel) and a flavour
+  // over GEMMs it cannot run with.
+  for (chain::Preset p : o.presets)
+    for (std::int64_t d : o.delays)
+      for (chain::Kernel k : o.delay_kernels)
+        for (auto const& f : o.formats) {
+          chain::ChainConfig const c = config_of(p, o, d, k);
+          (void)chain::make_layer_plan(c,
+                                       race::planned_finalize_variant(o.shapes[0], o.tokens[0], c),
+                                       *chain::flavour_for_format(f));
+        }
   if (vm.count("list")) {
     equivalence_benchmark(o).list(std::cout);
     return kExitOk;
@@ -325,6 +357,7 @@ int equivalence(cli::Args const& args) {
   auto file =
       h5::ResultWriter::open(vm["out"].as<std::string>(), vm["resume"].as<std::string>(), seed);
   chain_run::record(o.residency, file);
+  chain_run::record_flavour(o.flavour, file);
   return run_equivalence(o, file, file.seed());
 #else
   throw DeviceError("equivalence needs a CUDA build (this moefin was built without CUDA)");

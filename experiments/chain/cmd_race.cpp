@@ -133,12 +133,16 @@ int race(cli::Args const& args) {
                   "verdict, and exit; no GPU needed")(
       "print", po::value<std::string>(), "print the /race_matrix table of FILE and exit")(
       "list", "print the cells (index, key) and exit; no GPU needed");
+  chain_run::add_flavour_option(desc);
   chain_run::add_residency_options(desc, chain_run::Residency{});
+  chain_run::add_weights_format_option(desc, "one per run (a file holds one: root attribute "
+                                             "weights_format)");
   cli::add_result_options(desc, "race");
   po::variables_map vm;
   if (!cli::parse("race",
                   "[--shapes S] [--tokens T] [--presets P] [--triggers sweep|full] [--meta M] "
-                  "[--delay-ns D] [--delay-kernels K] [--iterations N] [--describe] [--list] "
+                  "[--delay-ns D] [--delay-kernels K] [--weights-format F] [--iterations N] "
+                  "[--describe] [--list] "
                   "[--print FILE] [--out FILE]",
                   desc, args, vm))
     return kExitOk;
@@ -154,6 +158,7 @@ int race(cli::Args const& args) {
     } catch (InputError const& e) {
       throw FileError(path, e.what());
     }
+    chain_run::print_flavour(reader.provenance(), std::cout);
     chain_tables::print_race_matrix(t, std::cout);
     print_summary(t, reader.provenance(), std::cout);
     if (computed)
@@ -162,6 +167,7 @@ int race(cli::Args const& args) {
     return kExitOk;
   }
   race::Axes axes;
+  axes.flavour = chain_run::read_flavour_option(vm);
   axes.presets = chain::parse_presets(vm["presets"].as<std::string>(), "--presets");
   std::string const trig = vm["triggers"].as<std::string>();
   cli::check_choice("--triggers", trig, {"sweep", "full"});
@@ -182,9 +188,16 @@ int race(cli::Args const& args) {
   std::vector<std::int64_t> const tokens =
       cli::parse_int_list("--tokens", vm["tokens"].as<std::string>(), 1, 128);
   std::int64_t const tile_m = vm["tile-m"].as<std::int64_t>();
-  for (auto const& shape : shapes)
+  std::vector<std::string> const formats = chain_run::read_weights_formats(vm);
+  if (formats.size() != 1)
+    throw InputError("--weights-format: race takes one format per run (its file holds one)");
+  std::string const format = formats[0];
+  chain::ChainFlavour const& flavour = *chain::flavour_for_format(format);
+  for (auto const& shape : shapes) {
     for (std::int64_t T : tokens)
       chain::validate(shape, T, tile_m);
+    chain_run::check_weights_format(format, shape, tile_m);
+  }
   int const iterations = vm["iterations"].as<int>();
   cli::check_range("--iterations", iterations, 2, 4096);
   auto const cells = race::cells(axes);
@@ -196,12 +209,13 @@ int race(cli::Args const& args) {
         for (auto const& c : cells) {
           finalize::FinalizeVariant const& variant =
               race::planned_finalize_variant(shape, T, c.cfg);
-          chain::CellVerdict const v = chain::verify_cell(c.cfg, variant, launch == "graph");
+          chain::CellVerdict const v =
+              chain::verify_cell(c.cfg, variant, launch == "graph", flavour);
           std::cout << "# " << shape.name << ",T=" << T << "," << c.key
                     << (c.benchmark ? " (benchmark)" : "") << ": finalize " << variant.name
                     << ", verifier " << pdl::verdict_name(v.chain) << " (" << v.races << " of "
                     << v.pairs << " pairs race)\n"
-                    << chain::chain_json(c.cfg, variant, launch == "graph");
+                    << chain::chain_json(c.cfg, variant, launch == "graph", flavour);
         }
     return kExitOk;
   }
@@ -224,6 +238,12 @@ int race(cli::Args const& args) {
     throw InputError("--set: '" + axes.overrides + "' differs from '" + recorded->second +
                      "', the overrides the rows of the resumed file ran with");
   file.set_attr("/", "overrides", axes.overrides); // race::row_config rebuilds the cells with it
+  chain_run::record_flavour(axes.flavour, file);
+  auto const recorded_format = file.provenance().find("weights_format");
+  if (recorded_format != file.provenance().end() && recorded_format->second != format)
+    throw InputError("--weights-format: '" + format + "' differs from '" + recorded_format->second +
+                     "', the format the rows of the resumed file ran");
+  file.set_attr("/", "weights_format", format); // keys do not name it: one format per file
   // One runner per (shape, T) at a time (units come grouped by them), its PDL-off batches per
   // metadata placement (delays do not change a PDL-off run).
   std::unique_ptr<chain::LayerWeights> weights;
@@ -243,7 +263,7 @@ int race(cli::Args const& args) {
     if (runner_of != which) {
       runner.reset();
       if (!weights || weights->shape().name != sh.name)
-        weights = std::make_unique<chain::LayerWeights>(sh, chain::weight_seed(seed, sh));
+        weights = std::make_unique<chain::LayerWeights>(sh, chain::weight_seed(seed, sh), format);
       chain::RunnerOptions ro;
       ro.tokens = t;
       ro.tile_m = tile_m;
@@ -271,7 +291,8 @@ int race(cli::Args const& args) {
     if (&variant != &planned)
       throw std::logic_error("race: finalize picked " + variant.name + " on the device but " +
                              planned.name + " in --describe's prediction for " + key);
-    chain::CellVerdict const verdict = chain::verify_cell(c.cfg, variant, launch == "graph");
+    chain::CellVerdict const verdict =
+        chain::verify_cell(c.cfg, variant, launch == "graph", flavour);
     auto const on = runner->run_batch(c.cfg, true);
     chain_run::Series s;
     chain_run::add_batch(s, on, off[c.meta], seeds);
@@ -299,6 +320,7 @@ int race(cli::Args const& args) {
   h5::ResultReader reader(file.path());
   auto t = reader.read_table("race_matrix");
   race::fill_verdicts(t, reader.provenance()); // rows of a resumed file that predates the column
+  chain_run::print_flavour(reader.provenance(), std::cout);
   chain_tables::print_race_matrix(t, std::cout);
   // A race in a chain the verifier orders is a failed check (of the verifier or of the mapping).
   return print_summary(t, reader.provenance(), std::cout) == 0 ? kExitOk : kExitFailure;

@@ -24,40 +24,57 @@ namespace {
 
 /// The chain of a row: its placement preset and its finalize ("new" and "previous": the dispatch
 /// rule with and without small_batch; any other name: that variant, forced).
-chain::ChainConfig placement_config(bench::Config const& row) {
+chain::ChainConfig placement_config(bench::Config const& row, std::string const& flavour) {
   chain::Preset p;
   if (!chain::parse_preset(row.str("placement"), &p))
     throw std::logic_error("sweep layer: placement " + row.str("placement"));
   chain::ChainConfig cfg = chain::preset_config(p);
   chain::apply_overrides(cfg, "finalize.variant=" + row.str("finalize"));
+  chain::set_flavour(cfg, flavour);
   return cfg;
 }
 
 /// The finalize rows of --finalize: "all" is new, previous and the registry's chain-listed
-/// variants; a list is those, with previous added (every row's speedup_finalize partner).
-std::vector<std::string> finalize_rows(std::string const& text) {
+/// variants; a list is those, with previous added (every row's speedup_finalize partner). A variant
+/// that runs inside GEMM2 is left out of "all" and refused in a list (exit 2) when the flavour or
+/// one of the weights formats cannot take it (chain::inside_gemm2_refusal).
+std::vector<std::string> finalize_rows(std::string const& text, std::string const& flavour,
+                                       std::vector<std::string> const& formats) {
+  auto refusal = [&](finalize::FinalizeVariant const& v) {
+    for (auto const& f : formats)
+      if (std::string why = chain::inside_gemm2_refusal(flavour, v, *chain::flavour_for_format(f));
+          !why.empty())
+        return why;
+    return std::string();
+  };
   std::vector<std::string> out = {"new", "previous"};
   if (text == "all") {
     for (auto const* v : finalize::variants(finalize::kListChain))
-      out.push_back(v->name);
+      if (refusal(*v).empty())
+        out.push_back(v->name);
     return out;
   }
   out = {"previous"};
   for (auto const& f : chain::split_list(text, "--finalize")) {
     chain::ChainConfig c;
     chain::apply_overrides(c, "finalize.variant=" + f, "--finalize"); // a known name, or exit 2
+    if (c.finalize.forced)
+      if (std::string const why = refusal(*c.finalize.forced); !why.empty())
+        throw InputError(why);
     if (std::find(out.begin(), out.end(), f) == out.end())
       out.push_back(f);
   }
   return out;
 }
 
-/// The configurations: a unit per (shape, T), its rows every finalize of finalize_rows x placement
-/// (seed-after, seed-before), keyed "shape=..,T=..,finalize=..,placement=..". speedup_finalize
-/// pairs a row with the previous finalize at its placement, speedup_placement a seed-after row with
-/// seed-before.
+/// The configurations: a unit per (shape, weights format, T), its rows every finalize of
+/// finalize_rows x placement (seed-after, seed-before), keyed
+/// "shape=..,T=..,finalize=..,placement=..[,weights_format=..]" (the format named only when it is
+/// not bf16-tiled, the one every earlier file ran). speedup_finalize pairs a row with the
+/// previous finalize at its placement, speedup_placement a seed-after row with seed-before.
 bench::Benchmark layer_benchmark(std::vector<std::string> const& shapes,
                                  std::map<std::string, chain::LayerShape> const& shape_of,
+                                 std::vector<std::string> const& formats,
                                  std::vector<std::int64_t> const& tokens,
                                  std::vector<std::string> const& finalizes, int rounds,
                                  int layers) {
@@ -67,9 +84,16 @@ bench::Benchmark layer_benchmark(std::vector<std::string> const& shapes,
                      "the same placement, speedup_placement = seed-before/this with the same "
                      "finalize (paired medians, 95% CI)");
   b.axis(bench::string_axis("shape", shapes));
+  b.axis(bench::string_axis("weights_format", formats));
   b.axis(bench::int_axis("T", tokens));
   b.axis(bench::string_axis("finalize", finalizes, bench::Scope::kRow));
   b.axis(bench::string_axis("placement", {"seed-after", "seed-before"}, bench::Scope::kRow));
+  b.key([](bench::Config const& r) {
+    std::string const f = r.str("weights_format");
+    return "shape=" + r.str("shape") + ",T=" + std::to_string(r.num("T")) +
+           ",finalize=" + r.str("finalize") + ",placement=" + r.str("placement") +
+           (f == chain::kDefaultWeightsFormat ? "" : ",weights_format=" + f);
+  });
   b.timed();
   b.ratio({"speedup_finalize", "speedup_finalize_lo", "speedup_finalize_hi", "finalize",
            [](bench::Config const& r) {
@@ -84,8 +108,11 @@ bench::Benchmark layer_benchmark(std::vector<std::string> const& shapes,
   b.cost([&shape_of, rounds, layers](bench::Config const& u, std::size_t rows) {
     chain::LayerShape const& s = shape_of.at(u.str("shape"));
     // Weights read once per layer at ~2.5 TB/s, plus ~30 us of the rest; graphs take ~1 s each.
+    // fp4: 4.5 bits a weight.
+    double const bytes_per_weight = u.str("weights_format") == "fp4" ? 0.5625 : 2.0;
     double const weight_bytes =
-        2.0 * static_cast<double>(s.experts * (s.gemm1_n() * s.hidden + s.hidden * s.inter));
+        bytes_per_weight *
+        static_cast<double>(s.experts * (s.gemm1_n() * s.hidden + s.hidden * s.inter));
     double const layer_s = weight_bytes / 2.5e12 + 30e-6 * static_cast<double>(u.num("T") + 1);
     return static_cast<double>(rows) * (1.0 + static_cast<double>((rounds + 2) * layers) * layer_s);
   });
@@ -109,33 +136,47 @@ int sweep_layer(cli::Args const& args) {
       "--stamps[=T,..]: after the timed rounds, replay the graph of each configuration (of these "
       "token counts; all when none are given) once more with per-CTA stamps and store its last "
       "layer's timeline (groups timeline_layer_N)")(
+      "peers", po::value<std::string>(),
+      "with --print: a file of the PyTorch layer peer (experiments/chain/peers_layer_torch.py), "
+      "shown as columns of the per-format table")(
       "published", po::value<std::string>()->default_value(chain_tables::default_published_dir()),
       "folder of whole_op_speedup.csv and pdl_ordering_speedup.csv")(
       "print", po::value<std::string>(), "print the tables of FILE's /layer_sweep and exit")(
       "finalize", po::value<std::string>()->default_value("all"),
-      "finalize rows timed in the same rounds: all (new, previous and the chain-listed variants) "
-      "or a list of new (the dispatch rule), previous (the rule before small_batch) and variant "
-      "names, e.g. new,fused (fused: no finalize launch, GEMM2 reduces in its epilogue); "
-      "previous is always timed (the speedup_finalize partner)")(
+      "finalize rows timed in the same rounds: all (new, previous and the chain-listed variants; "
+      "fused only with --flavour moefin and --weights-format bf16-tiled) or a list of new (the "
+      "dispatch rule), previous (the rule before small_batch) and variant names, e.g. new,fused "
+      "(fused: no finalize launch, the tiled GEMM2 reduces in its epilogue); previous is always "
+      "timed (the speedup_finalize partner)")(
       "list", "print the configurations (index, estimated seconds, row keys) and exit; no GPU "
               "needed");
   // The kernels' own policies (two CTAs per SM) and the driver's carveout: the layer as it runs.
   chain_run::add_residency_options(desc, chain_run::Residency{2, false});
+  chain_run::add_flavour_option(desc);
+  chain_run::add_weights_format_option(desc, "a list is an axis of the sweep");
   cli::add_result_options(desc, "sweep layer");
   po::variables_map vm;
   if (!cli::parse("sweep layer",
-                  "[--shapes S] [--tokens T] [--finalize L] [--rounds N] [--layers N] "
-                  "[--ctas-per-sm N] "
-                  "[--carveout C] [--stamps[=T,..]] [--print FILE] [--out FILE]",
+                  "[--shapes S] [--tokens T] [--weights-format F] [--finalize L] [--rounds N] "
+                  "[--layers N] [--ctas-per-sm N] [--carveout C] [--stamps[=T,..]] [--print FILE "
+                  "[--peers FILE]] [--out FILE]",
                   desc, args, vm))
     return kExitOk;
   std::string const published = vm["published"].as<std::string>();
   if (vm.count("print")) {
     h5::ResultReader reader(vm["print"].as<std::string>());
+    chain_run::print_flavour(reader.provenance(), std::cout);
+    h5::Table peers;
+    if (vm.count("peers"))
+      peers = h5::ResultReader(vm["peers"].as<std::string>()).read_table("layer_sweep");
     chain_tables::print_layer_tables(reader.read_table("layer_sweep"), published,
-                                     reader.provenance().at("gpu_name"), std::cout);
+                                     reader.provenance().at("gpu_name"), std::cout,
+                                     vm.count("peers") ? &peers : nullptr);
     return kExitOk;
   }
+  std::string const flavour = chain_run::read_flavour_option(vm);
+  if (vm.count("peers"))
+    throw InputError("--peers: only with --print FILE (a run writes moefin's rows only)");
   auto const shapes = chain::parse_shapes(vm["shapes"].as<std::string>(), "--shapes");
   auto const tokens = cli::parse_int_list("--tokens", vm["tokens"].as<std::string>(), 1, 128);
   int const rounds = vm["rounds"].as<int>();
@@ -150,9 +191,13 @@ int sweep_layer(cli::Args const& args) {
                        ? tokens
                        : cli::parse_int_list("--stamps", vm["stamps"].as<std::string>(), 1, 128);
   chain_run::Residency const residency = chain_run::read_residency_options(vm);
-  for (auto const& s : shapes)
+  std::vector<std::string> const formats = chain_run::read_weights_formats(vm);
+  for (auto const& s : shapes) {
     for (auto T : tokens)
       chain::validate(s, T, tile_m);
+    for (auto const& f : formats)
+      chain_run::check_weights_format(f, s, tile_m);
+  }
   chain_tables::read_published(published + "/whole_op_speedup.csv"); // fail early on a bad path
   std::map<std::string, chain::LayerShape> shape_of;
   std::vector<std::string> shape_names;
@@ -161,8 +206,9 @@ int sweep_layer(cli::Args const& args) {
     shape_names.push_back(s.name);
   }
   bench::Benchmark const bench =
-      layer_benchmark(shape_names, shape_of, tokens,
-                      finalize_rows(vm["finalize"].as<std::string>()), rounds, layers);
+      layer_benchmark(shape_names, shape_of, formats, tokens,
+                      finalize_rows(vm["finalize"].as<std::string>(), flavour, formats), rounds,
+                      layers);
   if (vm.count("list")) {
     bench.list(std::cout);
     return kExitOk;
@@ -173,20 +219,23 @@ int sweep_layer(cli::Args const& args) {
                                      vm["seed"].as<std::uint64_t>());
   std::uint64_t const seed = file.seed();
   chain_run::record(residency, file);
+  chain_run::record_flavour(flavour, file);
   // Numbered on from the timelines a resumed file already holds.
   std::int64_t timelines = 0;
   while (file.has_group("timeline_layer_" + std::to_string(timelines)))
     ++timelines;
-  std::string weights_of; // the shape whose weights are on the device
+  std::string weights_of; // the shape and format whose weights are on the device
   std::unique_ptr<chain::LayerWeights> weights;
   auto body = [&](bench::Unit const& u, std::vector<bench::Config> const& todo,
                   bench::Recorder& rec) {
     chain::LayerShape const& shape = shape_of.at(u.config.str("shape"));
     std::int64_t const T = u.config.num("T");
-    if (weights_of != shape.name) {
+    std::string const format = u.config.str("weights_format");
+    if (weights_of != shape.name + " " + format) {
       weights.reset();
-      weights = std::make_unique<chain::LayerWeights>(shape, chain::weight_seed(seed, shape));
-      weights_of = shape.name;
+      weights =
+          std::make_unique<chain::LayerWeights>(shape, chain::weight_seed(seed, shape), format);
+      weights_of = shape.name + " " + format;
     }
     chain::RunnerOptions ro;
     ro.tokens = T;
@@ -205,7 +254,7 @@ int sweep_layer(cli::Args const& args) {
     // Every row of the unit, not only the missing ones: they are each other's ratio partners.
     std::vector<chain::ChainConfig> cfgs;
     for (auto const& row : u.rows) {
-      cfgs.push_back(placement_config(row));
+      cfgs.push_back(placement_config(row, flavour));
       runner.time_layers(cfgs.back(), true); // build the graph, warm the caches
       runner.time_layers(cfgs.back(), true);
     }
@@ -237,6 +286,7 @@ int sweep_layer(cli::Args const& args) {
   bench.run(file, bench::RunOptions{}, body);
   file.commit();
   h5::ResultReader reader(file.path());
+  chain_run::print_flavour(reader.provenance(), std::cout);
   chain_tables::print_layer_tables(reader.read_table("layer_sweep"), published,
                                    reader.provenance().at("gpu_name"), std::cout);
   return kExitOk;

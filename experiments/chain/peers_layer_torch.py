@@ -49,7 +49,7 @@ LAYER_FIELDS = [
     ("min_us", "<f8"), ("q1_us", "<f8"), ("q3_us", "<f8"), ("max_us", "<f8"), ("rounds", "<i8"),
     ("speedup_finalize", "<f8"), ("speedup_finalize_lo", "<f8"), ("speedup_finalize_hi", "<f8"),
     ("speedup_placement", "<f8"), ("speedup_placement_lo", "<f8"),
-    ("speedup_placement_hi", "<f8"),
+    ("speedup_placement_hi", "<f8"), ("weights_format", "S12"),
 ]
 
 
@@ -61,7 +61,8 @@ def row_key(shape, tokens, variant):
 def row_values(shape, tokens, variant, layers, rounds, us):
     v = dict(shape=shape["name"], H=shape["H"], I=shape["I"], E=shape["E"], K=shape["K"],
              activation=shape["act"], T=tokens, finalize="torch", placement="none",
-             finalize_kernel=variant, tile_m=0, layers=layers, rounds=rounds)
+             finalize_kernel=variant, tile_m=0, layers=layers, rounds=rounds,
+             weights_format="bf16")
     v.update(common.summary(us))
     for name, _ in LAYER_FIELDS:
         if name.startswith("speedup"):

@@ -1,8 +1,10 @@
 #include "experiments/chain/race_cells.hpp"
 
 #include "core/ops/errors.hpp"
+#include "core/ops/layer_plan.hpp"
 #include "kernels/finalize/finalize.hpp"
 
+#include <algorithm>
 #include <set>
 #include <sstream>
 
@@ -84,6 +86,15 @@ std::vector<chain::ChainConfig> trigger_variants(chain::ChainConfig const& base,
 
 std::vector<Cell> cells(Axes const& axes) {
   std::vector<Cell> out;
+  chain::ChainFlavour const& flavour = chain::chain_flavour(axes.flavour);
+  for (chain::Kernel dk : axes.delay_kernels)
+    if (dk != Kernel::kFinalize && flavour.kernels[static_cast<std::size_t>(dk)].fixed &&
+        std::any_of(axes.delays.begin(), axes.delays.end(), [](std::int64_t d) { return d != 0; }))
+      throw InputError(std::string("--delay-kernels: ") + chain::kernel_name(dk) + " is " +
+                       flavour.kernels[static_cast<std::size_t>(dk)].name + " in --flavour " +
+                       flavour.name + ", which has no injected delay (give --delay-ns 0 or delay "
+                       "another kernel)");
+  std::set<std::string> keys; // a fixed placement makes some trigger variants the same cell
   for (chain::Preset p : axes.presets) {
     chain::ChainConfig base = chain::preset_config(p);
     base.finalize = axes.finalize;
@@ -98,6 +109,7 @@ std::vector<Cell> cells(Axes const& axes) {
           for (Kernel dk : ks) {
             Cell c;
             c.cfg = variants[vi];
+            chain::set_flavour(c.cfg, axes.flavour);
             c.own = vi == 0;
             c.cfg.metadata_before_wait = meta == "before";
             c.cfg.at(dk).delay_ns = delay;
@@ -108,7 +120,8 @@ std::vector<Cell> cells(Axes const& axes) {
             c.key = std::string(chain::preset_name(p)) + "," + short_triggers(c.cfg) +
                     ",meta=" + meta + ",d=" + std::to_string(delay) + "@" + c.delayed_kernel;
             c.benchmark = is_benchmark(c.cfg);
-            out.push_back(std::move(c));
+            if (keys.insert(c.key).second)
+              out.push_back(std::move(c));
           }
         }
   }
@@ -191,6 +204,8 @@ chain::ChainConfig row_config(h5::Table const& t, std::size_t row, h5::Provenanc
     throw InputError("race_matrix row " + std::to_string(row) + ": meta '" + meta +
                      "' not one of {before, after}");
   c.metadata_before_wait = meta == "before";
+  auto const fl = root.find("flavour"); // absent: files written before the released flavour
+  chain::set_flavour(c, fl == root.end() ? std::string("moefin") : fl->second);
   std::string const dk = column(t, "delayed_kernel", row);
   std::int64_t const delay = int_column(t, "delay_ns", row);
   if (dk != "none") {
@@ -209,9 +224,16 @@ chain::CellVerdict row_verdict(h5::Table const& t, std::size_t row, h5::Provenan
   if (!graph && launch->second != "stream")
     throw InputError("race_matrix: launch attribute '" + launch->second +
                      "' not one of {graph, stream}");
+  // The flavour of the file's weights format (bf16-tiled for files written before it existed).
+  auto const format = root.find("weights_format");
+  chain::ChainFlavour const* flavour = chain::flavour_for_format(
+      format == root.end() ? std::string(chain::kDefaultWeightsFormat) : format->second);
+  if (!flavour)
+    throw InputError("race_matrix: weights_format attribute '" + format->second +
+                     "' not one of {bf16-tiled, bf16, fp4}");
   return chain::verify_cell(row_config(t, row, root),
                             finalize::variant(column(t, "finalize", row), "race_matrix finalize"),
-                            graph);
+                            graph, *flavour);
 }
 
 std::size_t fill_verdicts(h5::Table& t, h5::Provenance const& root) {

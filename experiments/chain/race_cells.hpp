@@ -32,6 +32,7 @@ struct Axes {
   std::vector<chain::Kernel> delay_kernels = {chain::Kernel::kRouting};
   chain::FinalizeChoice finalize; // the dispatch rule ("new")
   std::string overrides;          // --set, applied to every cell before the axes
+  std::string flavour = "moefin";  // chain::set_flavour of every cell (fixed triggers written in)
 };
 
 /// The trigger variations of one preset's chain, deduplicated, the preset's own first:
@@ -61,7 +62,8 @@ finalize::FinalizeVariant const& planned_finalize_variant(chain::LayerShape cons
 chain::ChainConfig row_config(h5::Table const& t, std::size_t row, h5::Provenance const& root);
 
 /// The verifier on the chain of row `row` (chain::verify_cell), in the launch mode of the root
-/// attribute `launch` (graph when absent: the only mode before the attribute existed).
+/// attribute `launch` (graph when absent: the only mode before the attribute existed), with the
+/// chain flavour of the root attribute `weights_format` (bf16-tiled when absent).
 chain::CellVerdict row_verdict(h5::Table const& t, std::size_t row, h5::Provenance const& root);
 
 /// Replaces `unknown` in the `verifier` column (files written before moefin race filled it) by

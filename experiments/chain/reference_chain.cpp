@@ -2,6 +2,7 @@
 
 #include "core/ops/errors.hpp"
 #include "reference/activation.hpp"
+#include "reference/decode_gemm.hpp"
 #include "reference/finalize.hpp"
 #include "reference/gemm.hpp"
 #include "reference/permute.hpp"
@@ -29,7 +30,14 @@ std::vector<std::uint16_t> reference_output(chain::LayerPlan const& plan,
       act(sz(TK * I)), g2(sz(TK * H)), out(sz(T * H));
   // Only the experts the routing uses, renumbered densely (filled after routing).
   std::vector<std::int32_t> cta_dense(sz(TK), -1);
-  std::vector<std::uint16_t> w1, w2;
+  // The used experts' matrices as stored (bf16 bits or packed e2m1, fp4 scales, global scales).
+  bool const fp4 = w.fp4();
+  bool const decode = !plan.tiled_gemms();
+  if (plan.weights != (fp4 ? "fp4" : "bf16"))
+    throw std::logic_error("reference chain: the plan's GEMMs read " + plan.weights +
+                           " weights, the weights are " + w.format());
+  std::vector<std::uint8_t> w1, w2, s1, s2;
+  std::vector<float> g1s, g2s;
   std::int64_t used_experts = 0;
   auto gemm_of = [&](void const* a, void const* b, void* c, std::int64_t n, std::int64_t k) {
     gemm::GroupedGemmParams g;
@@ -45,6 +53,22 @@ std::vector<std::uint16_t> reference_output(chain::LayerPlan const& plan,
     g.tile_m = 1;
     g.num_local_experts = std::max<std::int64_t>(used_experts, 1);
     return g;
+  };
+  // The tiled flavour's GEMMs against reference::grouped_gemm, the decode flavours' against
+  // reference::decode_gemm, which dequantizes fp4 as the kernel does (exactly; the sum in double).
+  auto run_gemm = [&](gemm::GroupedGemmParams const& g, int which) {
+    if (!decode) {
+      reference::grouped_gemm(g);
+      return;
+    }
+    gemm::DecodeGemmParams d;
+    d.gemm = g;
+    d.format = fp4 ? gemm::WeightFormat::kFp4 : gemm::WeightFormat::kBf16;
+    if (fp4) {
+      d.scales = which == 1 ? s1.data() : s2.data();
+      d.global_scale = which == 1 ? g1s.data() : g2s.data();
+    }
+    reference::decode_gemm(d);
   };
   // reference::finalize over GEMM2's output: after finalize's turn in the plan, or inside GEMM2's.
   auto finalize_reference = [&]() {
@@ -97,13 +121,24 @@ std::vector<std::uint16_t> reference_output(chain::LayerPlan const& plan,
       for (std::int64_t r = 0; r < total[0]; ++r)
         cta_dense[sz(r)] = cta[sz(r)] >= 0 ? dense.at(cta[sz(r)]) : -1;
       used_experts = static_cast<std::int64_t>(dense.size());
-      w1.assign(sz(used_experts * n1 * H), 0);
-      w2.assign(sz(used_experts * H * I), 0);
-      for (auto const& [x, d] : dense) {
-        auto const a = w.download_w1(x);
-        auto const b = w.download_w2(x);
-        std::copy(a.begin(), a.end(), w1.begin() + d * n1 * H);
-        std::copy(b.begin(), b.end(), w2.begin() + d * H * I);
+      w1.clear();
+      w2.clear();
+      s1.clear();
+      s2.clear();
+      g1s.assign(sz(used_experts), 0.0f);
+      g2s.assign(sz(used_experts), 0.0f);
+      std::vector<std::int32_t> expert_of(sz(used_experts));
+      for (auto const& [x, d] : dense)
+        expert_of[sz(d)] = x;
+      for (std::int64_t d = 0; d < used_experts; ++d) { // copy d is dense expert d
+        auto const a = w.download(1, expert_of[sz(d)]);
+        auto const b = w.download(2, expert_of[sz(d)]);
+        w1.insert(w1.end(), a.values.begin(), a.values.end());
+        w2.insert(w2.end(), b.values.begin(), b.values.end());
+        s1.insert(s1.end(), a.scales.begin(), a.scales.end());
+        s2.insert(s2.end(), b.scales.begin(), b.scales.end());
+        g1s[sz(d)] = a.global;
+        g2s[sz(d)] = b.global;
       }
       break;
     }
@@ -120,7 +155,7 @@ std::vector<std::uint16_t> reference_output(chain::LayerPlan const& plan,
       break;
     }
     case chain::Kernel::kGemm1:
-      reference::grouped_gemm(gemm_of(permuted.data(), w1.data(), g1.data(), n1, H));
+      run_gemm(gemm_of(permuted.data(), w1.data(), g1.data(), n1, H), 1);
       break;
     case chain::Kernel::kActivation: {
       activation::ActivationParams ap;
@@ -134,7 +169,7 @@ std::vector<std::uint16_t> reference_output(chain::LayerPlan const& plan,
       break;
     }
     case chain::Kernel::kGemm2:
-      reference::grouped_gemm(gemm_of(act.data(), w2.data(), g2.data(), H, I));
+      run_gemm(gemm_of(act.data(), w2.data(), g2.data(), H, I), 2);
       if (!plan.at(chain::Kernel::kFinalize).launched) // the reduction is GEMM2's epilogue
         finalize_reference();
       break;

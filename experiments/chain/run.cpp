@@ -1,6 +1,7 @@
 #include "experiments/chain/run.hpp"
 
 #include "core/bf16.hpp"
+#include "core/chain/released_kernels.hpp"
 #include "core/device_info.hpp"
 #include "core/ops/errors.hpp"
 
@@ -149,6 +150,73 @@ Replay replay(chain::LayerWeights const&, chain::RunnerOptions, chain::ChainConf
 }
 
 #endif
+
+void add_flavour_option(cli::po::options_description& desc) {
+  desc.add_options()("flavour", cli::choice("--flavour", {"moefin", "released"}, "moefin"),
+                     "kernels of the chain: moefin (its own) or released (the released FlashInfer "
+                     "routing, permute and activation around moefin's GEMMs; README \"The "
+                     "released chain\")");
+}
+
+std::string read_flavour_option(cli::po::variables_map const& vm) {
+  std::string const f = vm["flavour"].as<std::string>();
+  cli::check_choice("--flavour", f, {"moefin", "released"});
+  if (f == "released")
+    chain::require_released_kernels("--flavour released");
+  return f;
+}
+
+void record_flavour(std::string const& flavour, h5::ResultWriter& file) {
+  // A resumed file without the attribute predates the flavours: its rows are moefin's. A new
+  // file has no rows yet and takes the flavour asked for.
+  auto const was = file.provenance().find("flavour");
+  std::string const old = was != file.provenance().end() ? was->second
+                          : file.resumed()               ? std::string("moefin")
+                                                         : flavour;
+  if (old != flavour)
+    throw InputError("--flavour: '" + flavour + "' differs from '" + old +
+                     "', the flavour of the rows of the resumed file");
+  file.set_attr("/", "flavour", flavour);
+}
+
+void print_flavour(h5::Provenance const& root, std::ostream& out) {
+  auto const f = root.find("flavour");
+  out << "chain flavour: " << (f == root.end() ? std::string("moefin") : f->second) << "\n";
+}
+
+void add_weights_format_option(cli::po::options_description& desc, std::string const& what) {
+  desc.add_options()("weights-format",
+                     cli::po::value<std::string>()->default_value(chain::kDefaultWeightsFormat),
+                     ("weight formats of GEMM1 and GEMM2: bf16-tiled (the tiled grouped GEMM), "
+                      "bf16 or fp4 (the split-K decode GEMM on bf16 or 4-bit NVFP4-like "
+                      "weights); " +
+                      what)
+                         .c_str());
+}
+
+std::vector<std::string> read_weights_formats(cli::po::variables_map const& vm) {
+  std::vector<std::string> out;
+  for (auto const& f :
+       chain::split_list(vm["weights-format"].as<std::string>(), "--weights-format")) {
+    cli::check_choice("--weights-format", f, chain::weights_format_names());
+    if (std::find(out.begin(), out.end(), f) != out.end())
+      throw InputError("--weights-format: '" + f + "' given twice");
+    out.push_back(f);
+  }
+  return out;
+}
+
+void check_weights_format(std::string const& format, chain::LayerShape const& shape,
+                          std::int64_t tile_m) {
+  if (format == chain::kDefaultWeightsFormat)
+    return;
+  if (tile_m != 8 && tile_m != 16)
+    throw InputError("--tile-m: " + std::to_string(tile_m) + " with --weights-format " + format +
+                     ": the decode GEMM takes a row tile of 8 or 16");
+  if (format == "fp4" && (shape.hidden % 128 != 0 || shape.inter % 128 != 0))
+    throw InputError("--shapes: " + shape.name + " with --weights-format fp4: hidden and " +
+                     "intermediate sizes must be multiples of 128");
+}
 
 void add_residency_options(cli::po::options_description& desc, Residency const& defaults) {
   namespace po = cli::po;

@@ -10,6 +10,7 @@
 #include "kernels/chain/chain.hpp"
 
 #include <cstdint>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,29 @@ Residency read_residency_options(cli::po::variables_map const& vm);
 void apply(Residency const& r, chain::RunnerOptions& ro);
 /// Root attributes ctas_per_sm and carveout, which analysis/ keeps apart as conditions.
 void record(Residency const& r, h5::ResultWriter& file);
+
+/// --flavour moefin|released (default moefin): which implementations the chain launches
+/// (chain::set_flavour).
+void add_flavour_option(cli::po::options_description& desc);
+/// Reads it; `released` in a build without the released kernels is an InputError (one line).
+std::string read_flavour_option(cli::po::variables_map const& vm);
+/// Root attribute `flavour`; a resumed file of another flavour is an InputError.
+void record_flavour(std::string const& flavour, h5::ResultWriter& file);
+
+/// "chain flavour: <flavour>" (moefin for files without the attribute).
+void print_flavour(h5::Provenance const& root, std::ostream& out);
+
+/// --weights-format: the weight formats of the layer's GEMMs (core/ops/layer_plan.hpp,
+/// weights_format_names: bf16-tiled = the tiled grouped GEMM, bf16 and fp4 = the split-K decode
+/// GEMM); `what` says what a list means for the command.
+void add_weights_format_option(cli::po::options_description& desc, std::string const& what);
+/// Its values, each checked (InputError naming the flag), duplicates refused.
+std::vector<std::string> read_weights_formats(cli::po::variables_map const& vm);
+
+/// The decode GEMM's limits for one shape before any GPU work: tile 8 or 16 (--tile-m), and for
+/// fp4 hidden and intermediate sizes multiples of 128 (--shapes). InputError naming the flag.
+void check_weights_format(std::string const& format, chain::LayerShape const& shape,
+                          std::int64_t tile_m);
 
 /// The kernels of --delay-kernels ("routing,gemm1"): InputError naming `flag` otherwise.
 std::vector<chain::Kernel> parse_delay_kernels(std::string const& text, std::string const& flag);

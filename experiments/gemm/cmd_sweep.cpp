@@ -60,7 +60,7 @@ struct Config {
   bool loads_only = false; // the splitk diagnostic without math (variant name splitk_loads)
   std::string mode() const { return pdl ? "pdl" : "isolated"; }
   std::string variant_name() const {
-    return loads_only ? "splitk_loads" : gemm::variant_name(variant);
+    return loads_only ? gemm_tables::kSplitkLoads : gemm::variant_name(variant);
   }
 };
 
@@ -503,6 +503,7 @@ int sweep_gemm(cli::Args const& args) {
   }
   progress.finish();
   measure_bandwidths(stopped ? "stopped" : "end");
+  file.commit(); // a reader accepts only a complete file
   h5::ResultReader const reader(file.path());
   gemm_tables::print_gemm_tables(reader, std::cout);
   if (any_fail) {

@@ -28,7 +28,7 @@ std::vector<h5::Column> equivalence_columns() {
           str_col("first_seed", 24),   int_col("stale_reads"),
           int_col("recorded_reads"),   int_col("ref_checks"),
           real_col("max_rel_err"),     real_col("tolerance"),
-          real_col("routings_per_s")};
+          real_col("routings_per_s"),  str_col("weights_format", 12)};
 }
 
 std::vector<h5::Column> race_columns() {
@@ -73,7 +73,8 @@ std::vector<h5::Column> layer_columns() {
           real_col("speedup_finalize_hi"),
           real_col("speedup_placement"),
           real_col("speedup_placement_lo"),
-          real_col("speedup_placement_hi")};
+          real_col("speedup_placement_hi"),
+          str_col("weights_format", 12)};
 }
 
 namespace {
@@ -93,9 +94,13 @@ std::string pad(std::string s, std::size_t w) {
 } // namespace
 
 void print_equivalence(h5::Table const& t, std::ostream& os) {
-  os << pad("shape", 26) << pad("T", 5) << pad("preset", 13) << pad("delay", 16)
-     << pad("finalize", 13) << pad("routings", 10) << pad("mismatch", 10) << pad("stale", 8)
-     << pad("max_rel_err", 13) << "routings/s\n";
+  bool const has_format = t.has_column("weights_format"); // files before it: bf16-tiled
+  os << pad("shape", 26);
+  if (has_format)
+    os << pad("weights", 12);
+  os << pad("T", 5) << pad("preset", 13) << pad("delay", 16) << pad("finalize", 13)
+     << pad("routings", 10) << pad("mismatch", 10) << pad("stale", 8) << pad("max_rel_err", 13)
+     << "routings/s\n";
   for (std::size_t i = 0; i < t.rows; ++i) {
     std::int64_t const delay = t.ints.at("delay_ns")[i];
     std::string const d =
@@ -104,9 +109,11 @@ void print_equivalence(h5::Table const& t, std::ostream& os) {
     if (!t.strings.at("overrides")[i].empty())
       preset += "*";
     double const err = t.reals.at("max_rel_err")[i];
-    os << pad(t.strings.at("shape")[i], 26) << pad(std::to_string(t.ints.at("T")[i]), 5)
-       << pad(preset, 13) << pad(d, 16) << pad(t.strings.at("finalize")[i], 13)
-       << pad(std::to_string(t.ints.at("routings")[i]), 10)
+    os << pad(t.strings.at("shape")[i], 26);
+    if (has_format)
+      os << pad(t.strings.at("weights_format")[i], 12);
+    os << pad(std::to_string(t.ints.at("T")[i]), 5) << pad(preset, 13) << pad(d, 16)
+       << pad(t.strings.at("finalize")[i], 13) << pad(std::to_string(t.ints.at("routings")[i]), 10)
        << pad(std::to_string(t.ints.at("mismatches")[i]), 10)
        << pad(std::to_string(t.ints.at("stale_reads")[i]), 8)
        << pad(err < 0 ? "-" : fixed(err, 5), 13) << fixed(t.reals.at("routings_per_s")[i], 0);
@@ -227,8 +234,14 @@ struct LayerKey {
   bool operator<(LayerKey const& o) const { return std::tie(shape, T) < std::tie(o.shape, o.T); }
 };
 
+/// Row i's weights format: bf16-tiled in files written before the column existed.
+std::string format_of(h5::Table const& t, std::size_t i) {
+  std::string const f = t.has_column("weights_format") ? t.strings.at("weights_format")[i] : "";
+  return f.empty() ? std::string("bf16-tiled") : f;
+}
+
 void print_one(h5::Table const& t, std::vector<Published> const& pub, std::string const& title,
-               std::string const& finalize, std::string const& placement,
+               std::string const& format, std::string const& finalize, std::string const& placement,
                std::string const& ratio_col, std::string const& published_name,
                std::string const& gpu, std::ostream& os) {
   os << title << "\n";
@@ -242,7 +255,8 @@ void print_one(h5::Table const& t, std::vector<Published> const& pub, std::strin
     os << pad(a + " (pub.)", 14);
   os << "\n";
   for (std::size_t i = 0; i < t.rows; ++i) {
-    if (t.strings.at("finalize")[i] != finalize || t.strings.at("placement")[i] != placement)
+    if (t.strings.at("finalize")[i] != finalize || t.strings.at("placement")[i] != placement ||
+        format_of(t, i) != format)
       continue;
     std::int64_t const T = t.ints.at("T")[i];
     double const r = t.reals.at(ratio_col)[i];
@@ -264,24 +278,108 @@ void print_one(h5::Table const& t, std::vector<Published> const& pub, std::strin
      << published_name << ", '-' = not published)\n\n";
 }
 
+/// Per (shape, T), in the order the rows come: the median per layer of each format (seed-after,
+/// new finalize) and of each PyTorch peer variant.
+void print_formats(h5::Table const& t, std::vector<std::string> const& formats,
+                   h5::Table const* peers, std::ostream& os) {
+  std::vector<std::string> variants;
+  std::map<std::pair<LayerKey, std::string>, double> us; // (shape, T), column -> median
+  std::vector<LayerKey> order;
+  auto note = [&](LayerKey const& k) {
+    if (std::find_if(order.begin(), order.end(), [&](LayerKey const& o) {
+          return o.shape == k.shape && o.T == k.T;
+        }) == order.end())
+      order.push_back(k);
+  };
+  auto add_torch = [&](h5::Table const& x) {
+    for (std::size_t i = 0; i < x.rows; ++i) {
+      if (x.strings.at("finalize")[i] != "torch")
+        continue;
+      std::string const v = "torch " + x.strings.at("finalize_kernel")[i];
+      if (std::find(variants.begin(), variants.end(), v) == variants.end())
+        variants.push_back(v);
+      us[{LayerKey{x.strings.at("shape")[i], x.ints.at("T")[i]}, v}] = x.reals.at("median_us")[i];
+    }
+  };
+  for (std::size_t i = 0; i < t.rows; ++i) {
+    if (t.strings.at("finalize")[i] != "new" || t.strings.at("placement")[i] != "seed-after")
+      continue;
+    LayerKey const k{t.strings.at("shape")[i], t.ints.at("T")[i]};
+    note(k);
+    us[{k, format_of(t, i)}] = t.reals.at("median_us")[i];
+  }
+  add_torch(t);
+  if (peers)
+    add_torch(*peers);
+  os << "Whole layer time per layer (us, median; seed-after placement, new finalize) by weights "
+        "format";
+  os << (variants.empty() ? "" : ", and the PyTorch peer") << "\n";
+  os << pad("shape", 26) << pad("tokens", 8);
+  std::vector<std::string> cols = formats;
+  cols.insert(cols.end(), variants.begin(), variants.end());
+  for (auto const& c : cols)
+    os << pad(c, std::max<std::size_t>(12, c.size() + 2));
+  os << "\n";
+  for (LayerKey const& k : order) {
+    os << pad(k.shape, 26) << pad(std::to_string(k.T), 8);
+    for (auto const& c : cols) {
+      auto const it = us.find({k, c});
+      os << pad(it == us.end() ? "-" : fixed(it->second, 2),
+                std::max<std::size_t>(12, c.size() + 2));
+    }
+    os << "\n";
+  }
+  os << "(bf16-tiled: the tiled grouped GEMM; bf16, fp4: the split-K decode GEMM on bf16 or "
+        "4-bit weights; torch: experiments/chain/peers_layer_torch.py, PDL off; '-' = not "
+        "measured)\n\n";
+}
+
 } // namespace
 
 void print_layer_tables(h5::Table const& t, std::string const& published_dir,
-                        std::string const& gpu, std::ostream& os) {
+                        std::string const& gpu, std::ostream& os, h5::Table const* peers) {
   auto const whole = read_published(published_dir + "/whole_op_speedup.csv");
   auto const order = read_published(published_dir + "/pdl_ordering_speedup.csv");
-  print_one(t, whole, "Whole layer, new finalize vs previous (seed-after placement, PDL on)", "new",
-            "seed-after", "speedup_finalize", "whole_op_speedup.csv", gpu, os);
-  print_one(t, order, "Whole layer, PDL ordering seed-after vs seed-before (new finalize, PDL on)",
-            "new", "seed-after", "speedup_placement", "pdl_ordering_speedup.csv", gpu, os);
-  os << pad("shape", 26) << pad("tokens", 8) << pad("finalize", 10) << pad("placement", 13)
-     << pad("kernel", 13) << pad("median_us", 11) << "min_us\n";
+  bool has_format = false; // a file written before the column: no format named
+  if (t.has_column("weights_format"))
+    for (auto const& f : t.strings.at("weights_format"))
+      has_format = has_format || !f.empty();
+  std::vector<std::string> formats;
   for (std::size_t i = 0; i < t.rows; ++i)
-    os << pad(t.strings.at("shape")[i], 26) << pad(std::to_string(t.ints.at("T")[i]), 8)
-       << pad(t.strings.at("finalize")[i], 10) << pad(t.strings.at("placement")[i], 13)
+    if (t.strings.at("finalize")[i] != "torch" &&
+        std::find(formats.begin(), formats.end(), format_of(t, i)) == formats.end())
+      formats.push_back(format_of(t, i));
+  if (formats.empty())
+    formats.push_back("bf16-tiled");
+  for (auto const& f : formats) {
+    std::string const of = has_format ? ", " + f + " weights" : "";
+    print_one(t, whole,
+              "Whole layer, new finalize vs previous (seed-after placement, PDL on" + of + ")", f,
+              "new", "seed-after", "speedup_finalize", "whole_op_speedup.csv", gpu, os);
+    print_one(t, order,
+              "Whole layer, PDL ordering seed-after vs seed-before (new finalize, PDL on" + of +
+                  ")",
+              f, "new", "seed-after", "speedup_placement", "pdl_ordering_speedup.csv", gpu, os);
+  }
+  bool torch = peers != nullptr;
+  for (std::size_t i = 0; i < t.rows; ++i)
+    torch = torch || t.strings.at("finalize")[i] == "torch";
+  if (formats.size() > 1 || torch)
+    print_formats(t, formats, peers, os);
+  os << pad("shape", 26) << pad("tokens", 8);
+  if (has_format)
+    os << pad("weights", 12);
+  os << pad("finalize", 10) << pad("placement", 13) << pad("kernel", 13) << pad("median_us", 11)
+     << "min_us\n";
+  for (std::size_t i = 0; i < t.rows; ++i) {
+    os << pad(t.strings.at("shape")[i], 26) << pad(std::to_string(t.ints.at("T")[i]), 8);
+    if (has_format)
+      os << pad(format_of(t, i), 12);
+    os << pad(t.strings.at("finalize")[i], 10) << pad(t.strings.at("placement")[i], 13)
        << pad(t.strings.at("finalize_kernel")[i], 13)
        << pad(fixed(t.reals.at("median_us")[i], 2), 11) << fixed(t.reals.at("min_us")[i], 2)
        << "\n";
+  }
 }
 
 std::string default_published_dir() {

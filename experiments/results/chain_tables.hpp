@@ -36,9 +36,12 @@ std::vector<Published> read_published(std::string const& path);
 /// The seed-format tables from /layer_sweep: new vs previous finalize (seed-after placement)
 /// beside whole_op_speedup.csv, and seed-after vs seed-before (new finalize) beside
 /// pdl_ordering_speedup.csv; `published_dir` holds both CSVs; `gpu` (the file's root attribute
-/// gpu_name) labels the measured column.
+/// gpu_name) labels the measured column. A file with the weights_format column gets both tables
+/// per format, then the per-layer time of every format side by side (seed-after, new finalize)
+/// with the PyTorch peer's variants as further columns where `peers` (its /layer_sweep) is given
+/// or the file holds rows of finalize `torch`.
 void print_layer_tables(h5::Table const& t, std::string const& published_dir,
-                        std::string const& gpu, std::ostream& os);
+                        std::string const& gpu, std::ostream& os, h5::Table const* peers = nullptr);
 
 /// data/published of the source tree (compiled in), or ./data/published when that is missing.
 std::string default_published_dir();

@@ -24,7 +24,7 @@ std::vector<h5::Column> gemm_sweep_columns() {
           int_col("n"),
           int_col("k"),
           str_col("format", 8),
-          str_col("variant", 8),
+          str_col("variant", 16),
           str_col("mode", 12),
           int_col("tile_m"),
           int_col("ctas"),
@@ -52,7 +52,7 @@ std::vector<h5::Column> gemm_sweep_columns() {
 
 std::vector<h5::Column> gemm_check_columns() {
   return {str_col("shape", 40),  int_col("T"),          str_col("gemm", 8),    str_col("format", 8),
-          str_col("variant", 8), int_col("tile_m"),     int_col("ks"),         int_col("checked"),
+          str_col("variant", 16), int_col("tile_m"),     int_col("ks"),         int_col("checked"),
           real_col("max_err"),   real_col("naive_err"), real_col("tolerance"), real_col("peak"),
           int_col("worst"),      int_col("pass")};
 }
@@ -113,14 +113,14 @@ void print_gemm_tables(h5::ResultReader const& file, std::ostream& os) {
     h5::Table const t = file.read_table("gemm_sweep");
     os << "\n"
        << pad("shape", 24) << pad("gemm", 7) << pad("T", 4) << pad("weights", 8)
-       << pad("variant", 8) << pad("mode", 10) << pad("ks", 4) << pad("experts", 9)
+       << pad("variant", 14) << pad("mode", 10) << pad("ks", 4) << pad("experts", 9)
        << pad("MB/launch", 11) << pad("median us", 11) << pad("min us", 9) << pad("GB/s", 7)
        << pad("of copy", 9) << pad("vs tiled", 9) << "check\n";
     for (std::size_t i = 0; i < t.rows; ++i) {
       double const sp = t.reals.at("speedup_vs_tiled")[i];
       os << pad(t.strings.at("shape")[i], 24) << pad(t.strings.at("gemm")[i], 7)
          << pad(std::to_string(t.ints.at("T")[i]), 4) << pad(t.strings.at("format")[i], 8)
-         << pad(t.strings.at("variant")[i], 8) << pad(t.strings.at("mode")[i], 10)
+         << pad(t.strings.at("variant")[i], 14) << pad(t.strings.at("mode")[i], 10)
          << pad(std::to_string(t.ints.at("ks")[i]), 4)
          << pad(fmt("%.1f", t.reals.at("experts")[i]), 9)
          << pad(fmt("%.1f", static_cast<double>(t.ints.at("bytes")[i]) / 1e6), 11)

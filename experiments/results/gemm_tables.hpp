@@ -10,6 +10,10 @@
 
 namespace moefin::gemm_tables {
 
+/// The variant name of the split-K diagnostic without math (loads and stores only); the longest
+/// value of the variant columns, which are sized for it.
+inline constexpr char const* kSplitkLoads = "splitk_loads";
+
 std::vector<h5::Column> gemm_sweep_columns();
 std::vector<h5::Column> gemm_check_columns();
 std::vector<h5::Column> bandwidth_columns(); // /copy_bandwidth and /read_bandwidth of this sweep

@@ -249,6 +249,7 @@ int sweep_routing(cli::Args const& args) {
       progress.step(line);
     }
   progress.finish();
+  file.commit(); // a reader accepts only a complete file
   h5::ResultReader const reader(file.path());
   gemm_tables::print_routing_tables(reader, std::cout);
   if (any_fail) {

@@ -1,12 +1,15 @@
 // ChainRunner: device buffers of one (shape, T), the checked and the timing graphs, replays.
 // What a layer launches comes from its layer plan (chain_launches.cpp); this file executes it.
 
+#include "core/chain/released_kernels.hpp"
+#include "core/fp4.hpp"
 #include "core/ops/errors.hpp"
 #include "core/ops/ranges.hpp"
 #include "core/rng.hpp"
 #include "kernels/activation/activation.hpp"
 #include "kernels/chain/chain_kernels.cuh"
 #include "kernels/chain/chain_launches.hpp"
+#include "kernels/gemm/decode.hpp"
 #include "kernels/gemm/gemm.hpp"
 #include "kernels/permute/permute.hpp"
 #include "kernels/routing/routing.hpp"
@@ -52,49 +55,121 @@ void device_free(void* p) {
 
 } // namespace
 
-LayerWeights::LayerWeights(LayerShape const& shape, std::uint64_t seed) : shape_(shape) {
+LayerWeights::LayerWeights(LayerShape const& shape, std::uint64_t seed, std::string const& format)
+    : shape_(shape), format_(format), flavour_(flavour_for_format(format)) {
+  if (!flavour_)
+    throw InputError("weights format '" + format + "' not one of {bf16-tiled, bf16, fp4}");
   validate(shape, 1, 16);
-  std::int64_t const n1 = shape.experts * shape.gemm1_n() * shape.hidden;
-  std::int64_t const n2 = shape.experts * shape.hidden * shape.inter;
-  w1_ = device_alloc(static_cast<std::size_t>(n1) * 2, "w1");
+  w_[0].n = shape.gemm1_n();
+  w_[0].k = shape.hidden;
+  w_[1].n = shape.hidden;
+  w_[1].k = shape.inter;
+  if (fp4())
+    for (Matrix const& m : w_)
+      ranges::check_multiple("fp4 weights k (hidden, inter)", m.k, 128);
   try {
-    w2_ = device_alloc(static_cast<std::size_t>(n2) * 2, "w2");
+    for (int i = 0; i < 2; ++i) {
+      Matrix& m = w_[i];
+      std::int64_t const count = shape.experts * m.n * m.k;
+      float const scale = 1.0f / std::sqrt(static_cast<float>(m.k));
+      std::uint64_t const s = Rng::mix(seed, static_cast<std::uint64_t>(i + 1));
+      if (fp4()) {
+        m.values = device_alloc(static_cast<std::size_t>(count / 2), "fp4 weight values");
+        m.scales = static_cast<std::uint8_t*>(
+            device_alloc(static_cast<std::size_t>(count / fp4::kBlock), "fp4 weight scales"));
+        m.global = static_cast<float*>(
+            device_alloc(static_cast<std::size_t>(shape.experts) * 4, "fp4 global scales"));
+        gemm::fill_fp4(m.values, m.scales, m.global, shape.experts, m.n, m.k, s, scale, nullptr);
+      } else {
+        m.values = device_alloc(static_cast<std::size_t>(count) * 2, i ? "w2" : "w1");
+        gemm::fill_random_bf16(m.values, count, s, 0.05f, 1.0f, scale, nullptr);
+      }
+    }
+    MOEFIN_CUDA_CHECK(cudaDeviceSynchronize());
   } catch (...) {
-    device_free(w1_);
+    for (Matrix& m : w_) {
+      device_free(m.values);
+      device_free(m.scales);
+      device_free(m.global);
+    }
     throw;
   }
-  gemm::fill_random_bf16(w1_, n1, Rng::mix(seed, 1), 0.05f, 1.0f,
-                         1.0f / std::sqrt(static_cast<float>(shape.hidden)), nullptr);
-  gemm::fill_random_bf16(w2_, n2, Rng::mix(seed, 2), 0.05f, 1.0f,
-                         1.0f / std::sqrt(static_cast<float>(shape.inter)), nullptr);
-  MOEFIN_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 LayerWeights::~LayerWeights() {
-  device_free(w1_);
-  device_free(w2_);
+  device_free(w1_gate_second_);
+  for (Matrix& m : w_) {
+    device_free(m.values);
+    device_free(m.scales);
+    device_free(m.global);
+  }
+}
+
+std::size_t LayerWeights::value_bytes(Matrix const& m) const {
+  return static_cast<std::size_t>(fp4() ? m.n * m.k / 2 : m.n * m.k * 2);
+}
+
+namespace {
+
+/// dst[e][n][:] = src[e][(n + inter) % (2 inter)][:]: the two halves of GEMM1's output rows
+/// swapped, so that GEMM1 writes [up | gate].
+__global__ void swap_halves_kernel(std::uint16_t const* src, std::uint16_t* dst,
+                                   std::int64_t experts, std::int64_t inter, std::int64_t hidden) {
+  std::int64_t const n = experts * 2 * inter * hidden;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    std::int64_t const h = i % hidden, row = (i / hidden) % (2 * inter), e = i / (hidden * 2 * inter);
+    std::int64_t const from = (row + inter) % (2 * inter);
+    dst[i] = src[(e * 2 * inter + from) * hidden + h];
+  }
+}
+
+} // namespace
+
+void const* LayerWeights::w1_gate_second() const {
+  if (shape_.act != activation::Type::kSwiGlu || fp4())
+    throw InputError("shape " + shape_.name + " (" + format_ +
+                     "): only a SwiGLU GEMM1 on bf16 weights has a gate half to move");
+  if (w1_gate_second_ == nullptr) {
+    std::int64_t const n = shape_.experts * shape_.gemm1_n() * shape_.hidden;
+    w1_gate_second_ = device_alloc(static_cast<std::size_t>(n) * 2, "w1 (gate second)");
+    swap_halves_kernel<<<4096, 256>>>(static_cast<std::uint16_t const*>(w_[0].values),
+                                      static_cast<std::uint16_t*>(w1_gate_second_), shape_.experts,
+                                      shape_.inter, shape_.hidden);
+    MOEFIN_CUDA_CHECK_LAUNCH();
+    MOEFIN_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  return w1_gate_second_;
 }
 
 std::size_t LayerWeights::bytes() const {
-  return static_cast<std::size_t>(shape_.experts) *
-         static_cast<std::size_t>(shape_.gemm1_n() * shape_.hidden + shape_.hidden * shape_.inter) *
-         2;
+  std::size_t b = 0;
+  for (Matrix const& m : w_)
+    b += static_cast<std::size_t>(shape_.experts) *
+         static_cast<std::size_t>(gemm::expert_weight_bytes(
+             fp4() ? gemm::WeightFormat::kFp4 : gemm::WeightFormat::kBf16, m.n, m.k));
+  return b;
 }
 
-std::vector<std::uint16_t> LayerWeights::download_w1(std::int64_t expert) const {
-  std::size_t const n = static_cast<std::size_t>(shape_.gemm1_n() * shape_.hidden);
-  std::vector<std::uint16_t> h(n);
-  MOEFIN_CUDA_CHECK(cudaMemcpy(h.data(), static_cast<std::uint16_t const*>(w1_) + expert * n, n * 2,
-                               cudaMemcpyDeviceToHost));
-  return h;
-}
-
-std::vector<std::uint16_t> LayerWeights::download_w2(std::int64_t expert) const {
-  std::size_t const n = static_cast<std::size_t>(shape_.hidden * shape_.inter);
-  std::vector<std::uint16_t> h(n);
-  MOEFIN_CUDA_CHECK(cudaMemcpy(h.data(), static_cast<std::uint16_t const*>(w2_) + expert * n, n * 2,
-                               cudaMemcpyDeviceToHost));
-  return h;
+LayerWeights::Expert LayerWeights::download(int gemm, std::int64_t expert) const {
+  if (gemm != 1 && gemm != 2)
+    throw std::logic_error("LayerWeights::download: gemm " + std::to_string(gemm));
+  Matrix const& m = w_[gemm - 1];
+  Expert e;
+  std::size_t const vb = value_bytes(m);
+  e.values.resize(vb);
+  MOEFIN_CUDA_CHECK(
+      cudaMemcpy(e.values.data(),
+                 static_cast<std::uint8_t const*>(m.values) + static_cast<std::size_t>(expert) * vb,
+                 vb, cudaMemcpyDeviceToHost));
+  if (fp4()) {
+    std::size_t const sb = static_cast<std::size_t>(m.n * m.k / fp4::kBlock);
+    e.scales.resize(sb);
+    MOEFIN_CUDA_CHECK(cudaMemcpy(e.scales.data(), m.scales + static_cast<std::size_t>(expert) * sb,
+                                 sb, cudaMemcpyDeviceToHost));
+    MOEFIN_CUDA_CHECK(cudaMemcpy(&e.global, m.global + expert, 4, cudaMemcpyDeviceToHost));
+  }
+  return e;
 }
 
 namespace {
@@ -103,6 +178,7 @@ struct LayerParams {
   routing::RoutingParams routing;
   permute::PermuteParams permute;
   gemm::GroupedGemmParams gemm1, gemm2;
+  gemm::DecodeGemmParams decode1, decode2; // the same GEMMs for the decode flavours
   activation::ActivationParams act;
   finalize::FinalizeParams fin;
   finalize::fused::FusedParams fused; // GEMM1 and GEMM2 when finalize runs inside GEMM2
@@ -123,6 +199,9 @@ struct ChainRunner::Impl {
   void* workspace = nullptr;
   std::size_t workspace_bytes = 0;
   void* hidden = nullptr;
+  // The released routing's outputs moefin has no buffer for (per-tile row limit, tile count).
+  std::int32_t* tile_row_limit = nullptr;
+  std::int32_t* num_tiles = nullptr;
   std::int32_t* snapshot = nullptr; // [iterations][T*K]
   std::uint64_t* slots = nullptr;   // [iterations][kNumBuffers]
   std::int32_t* stale = nullptr;    // [iterations]
@@ -140,6 +219,8 @@ struct ChainRunner::Impl {
   /// Executes the launches of layer `it` (layer_launches of the plan).
   void enqueue_layer(std::vector<LaunchDescriptor> const& launches, int it);
   void enqueue_fill(bool stamps_only);
+  /// InputError (one line) when the plan names released kernels this build or shape lacks.
+  void validate_released(LayerPlan const& plan, LayerParams const& l0) const;
   // kChecked: fill, layers, checksums (stamps on the last layer when RunnerOptions::stamps);
   // kTiming: the layers alone; kTimingStamped: kTiming with the stamps poisoned first and
   // recorded on the last layer.
@@ -209,6 +290,9 @@ ChainRunner::ChainRunner(LayerWeights const& weights, RunnerOptions const& opt)
   d.workspace_bytes = round16(routing::workspace_bytes(rp));
   d.workspace = d.alloc(d.workspace_bytes, "routing workspace");
   d.hidden = d.alloc(T * H * 2, "hidden states");
+  d.tile_row_limit = static_cast<std::int32_t*>(
+      d.alloc(rows / static_cast<std::size_t>(opt.tile_m) * 4, "released routing tile limits"));
+  d.num_tiles = static_cast<std::int32_t*>(d.alloc(4, "released routing tile count"));
   d.snapshot = static_cast<std::int32_t*>(d.alloc(iters * TK * 4, "pre-wait snapshots"));
   d.slots = static_cast<std::uint64_t*>(d.alloc(iters * kNumBuffers * 8, "checksum slots"));
   d.stale = static_cast<std::int32_t*>(d.alloc(iters * 4, "stale counts"));
@@ -234,13 +318,16 @@ ChainRunner::ChainRunner(LayerWeights const& weights, RunnerOptions const& opt)
     activation::ActivationParams ap;
     ap.max_rows = max_rows_;
     d.stamp_ctas[static_cast<int>(Kernel::kActivation)] = activation::num_ctas(ap, opt.ctas_per_sm);
-    gemm::GroupedGemmParams g;
-    g.max_rows = max_rows_;
-    g.tile_m = opt.tile_m;
-    g.n = s.gemm1_n();
-    d.stamp_ctas[static_cast<int>(Kernel::kGemm1)] = gemm::num_ctas(g, opt.ctas_per_sm);
-    g.n = s.hidden;
-    d.stamp_ctas[static_cast<int>(Kernel::kGemm2)] = gemm::num_ctas(g, opt.ctas_per_sm);
+    gemm::DecodeGemmParams g;
+    g.gemm.max_rows = max_rows_;
+    g.gemm.tile_m = opt.tile_m;
+    gemm::Variant const v = weights.flavour().kernels[2].name == kTiledGemmBf16
+                                ? gemm::Variant::kTiled
+                                : gemm::Variant::kSplitK;
+    g.gemm.n = s.gemm1_n();
+    d.stamp_ctas[static_cast<int>(Kernel::kGemm1)] = gemm::num_ctas(g, v, opt.ctas_per_sm);
+    g.gemm.n = s.hidden;
+    d.stamp_ctas[static_cast<int>(Kernel::kGemm2)] = gemm::num_ctas(g, v, opt.ctas_per_sm);
     for (int i = 0; i < kNumKernels; ++i)
       d.stamps[i] = static_cast<std::int64_t*>(
           d.alloc(static_cast<std::size_t>(d.stamp_ctas[i]) * 4 * 8, "stamps"));
@@ -320,6 +407,18 @@ LayerParams ChainRunner::Impl::layer(int it) const {
   };
   l.gemm1 = gemm_of(p.permuted, w->w1(), ptr(Buffer::kGemm1Out), s.gemm1_n(), s.hidden);
   l.gemm2 = gemm_of(ptr(Buffer::kActOut), w->w2(), ptr(Buffer::kGemm2Out), s.hidden, s.inter);
+  auto decode_of = [&](gemm::GroupedGemmParams const& g, int which) {
+    gemm::DecodeGemmParams d;
+    d.gemm = g;
+    d.format = w->fp4() ? gemm::WeightFormat::kFp4 : gemm::WeightFormat::kBf16;
+    if (w->fp4()) {
+      d.scales = w->scales(which);
+      d.global_scale = w->global(which);
+    }
+    return d;
+  };
+  l.decode1 = decode_of(l.gemm1, 1);
+  l.decode2 = decode_of(l.gemm2, 2);
 
   auto& a = l.act;
   a.in = ptr(Buffer::kGemm1Out);
@@ -385,13 +484,58 @@ void ChainRunner::Impl::enqueue_fill(bool stamps_only) {
                 false, list);
 }
 
+void ChainRunner::Impl::validate_released(LayerPlan const& plan, LayerParams const& l0) const {
+  bool any = false;
+  for (KernelPlan const& k : plan.kernels)
+    if (k.released && k.kernel != Kernel::kFinalize) {
+      any = true;
+      if (k.kernel == Kernel::kActivation && l0.act.type != activation::Type::kSwiGlu)
+        throw InputError("--flavour released: shape " + w->shape().name +
+                         " has a ReLU^2 activation; the released activation kernel is SwiGLU "
+                         "only (FlashInfer fuses ReLU^2 into its GEMM1)");
+    }
+  if (!any)
+    return;
+  require_released_kernels("--flavour released");
+  try {
+    released_kernels()->check_routing(l0.routing);
+  } catch (InputError const& e) {
+    throw InputError("--flavour released: shape " + w->shape().name + " at T=" +
+                     std::to_string(o.tokens) + ": " + e.what());
+  }
+}
+
 void ChainRunner::Impl::enqueue_layer(std::vector<LaunchDescriptor> const& launches, int it) {
   LayerParams const l = layer(it);
   std::int32_t* const snap = snapshot + static_cast<std::int64_t>(it) * o.tokens * w->shape().top_k;
   for (LaunchDescriptor const& d : launches) {
     PdlKnobs knobs = d.knobs;
-    if (stamping && it == o.iterations - 1 && d.kernel != Kernel::kChecksum)
+    // The released kernels have no stamps: their rows are missing from a timeline.
+    if (stamping && it == o.iterations - 1 && d.kernel != Kernel::kChecksum && !d.released)
       knobs.stamps = stamps[static_cast<int>(d.kernel)];
+    if (d.released) {
+      ReleasedKernels const* rk = released_kernels();
+      if (rk == nullptr)
+        throw InputError("chain: this build lacks the released FlashInfer kernels");
+      switch (d.kernel) {
+      case Kernel::kRouting:
+        rk->routing(l.routing, tile_row_limit, num_tiles, knobs.pdl, stream);
+        continue;
+      case Kernel::kPermute:
+        rk->permute(l.permute, l.routing.expanded_to_permuted, w->shape().top_k, knobs.pdl,
+                    stream);
+        continue;
+      case Kernel::kActivation:
+        rk->activation(l.act, l.routing.expanded_to_permuted, o.tokens, w->shape().top_k,
+                       knobs.pdl, stream);
+        continue;
+      case Kernel::kFinalize:
+        break; // a released finalize variant runs through finalize::run like any other
+      default:
+        throw std::logic_error(std::string("chain: no released kernel for ") +
+                               kernel_name(d.kernel));
+      }
+    }
     switch (d.kernel) {
     case Kernel::kRouting:
       routing::run(l.routing, knobs, routing::Workspace{workspace, workspace_bytes}, stream);
@@ -400,19 +544,29 @@ void ChainRunner::Impl::enqueue_layer(std::vector<LaunchDescriptor> const& launc
       permute::run(l.permute, knobs, stream);
       break;
     case Kernel::kGemm1:
-      if (d.fused)
-        gemm::run_clearing(l.gemm1, knobs, l.fused, stream);
-      else
-        gemm::run(l.gemm1, knobs, stream);
+    case Kernel::kGemm2: {
+      bool const first = d.kernel == Kernel::kGemm1;
+      if (d.fused) { // the tiled GEMM's fused kernels (make_layer_plan allows no other GEMM)
+        if (first)
+          gemm::run_clearing(l.gemm1, knobs, l.fused, stream);
+        else
+          gemm::run_fused(l.gemm2, knobs, l.fused, stream);
+      } else if (d.impl == kTiledGemmBf16) {
+        gemm::GroupedGemmParams g = first ? l.gemm1 : l.gemm2;
+        if (d.gate_second)
+          g.b = w->w1_gate_second();
+        gemm::run(g, knobs, stream);
+      } else if (d.impl == kDecodeGemmBf16 || d.impl == kDecodeGemmFp4) {
+        gemm::DecodeOptions o;
+        o.pdl = knobs;
+        gemm::run_decode(first ? l.decode1 : l.decode2, gemm::Variant::kSplitK, o, stream);
+      } else {
+        throw std::logic_error("chain: no launcher for GEMM implementation " + d.impl);
+      }
       break;
+    }
     case Kernel::kActivation:
       activation::run(l.act, knobs, stream);
-      break;
-    case Kernel::kGemm2:
-      if (d.fused)
-        gemm::run_fused(l.gemm2, knobs, l.fused, stream);
-      else
-        gemm::run(l.gemm2, knobs, stream);
       break;
     case Kernel::kFinalize: {
       finalize::Options f = d.finalize;
@@ -437,6 +591,8 @@ void ChainRunner::Impl::enqueue_layer(std::vector<LaunchDescriptor> const& launc
       c.expanded = o.tokens * w->shape().top_k;
       c.stale = stale + it;
       c.recorded = recorded + it;
+      // Not after the last layer: its buffers are what download() and the reference check read.
+      c.repoison = d.repoison && it + 1 < o.iterations ? 1 : 0;
       launch_kernel(checksum_kernel, dim3(528), dim3(256), 0, stream, knobs.pdl, c);
       break;
     }
@@ -459,16 +615,22 @@ cudaGraphExec_t ChainRunner::Impl::graph(ChainConfig const& cfg, bool pdl, Graph
   LayerParams const l0 = layer(0); // shape errors as InputError, before the capture starts
   routing::validate(l0.routing);
   permute::validate(l0.permute);
-  gemm::validate(l0.gemm1);
-  gemm::validate(l0.gemm2);
+  LayerPlan const plan = make_layer_plan(cfg, finalize_variant(cfg), w->flavour());
+  if (plan.tiled_gemms()) {
+    gemm::validate(l0.gemm1);
+    gemm::validate(l0.gemm2);
+  } else {
+    gemm::validate(l0.decode1, gemm::Variant::kSplitK);
+    gemm::validate(l0.decode2, gemm::Variant::kSplitK);
+  }
   activation::validate(l0.act);
   cudaGraph_t g = nullptr;
   bool const checked = kind == GraphKind::kChecked;
-  finalize::FinalizeVariant const& fin = finalize_variant(cfg);
-  if (fin.inside_gemm2)
+  validate_released(plan, l0);
+  if (plan.finalize->inside_gemm2)
     gemm::validate_fused(l0.gemm2, l0.fused);
-  std::vector<LaunchDescriptor> const launches = layer_launches(
-      make_layer_plan(cfg, fin), RunFlags{pdl, o.ctas_per_sm, o.max_shared_carveout, checked});
+  std::vector<LaunchDescriptor> const launches =
+      layer_launches(plan, RunFlags{pdl, o.ctas_per_sm, o.max_shared_carveout, checked});
   MOEFIN_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
   stamping = kind == GraphKind::kTimingStamped || (checked && o.stamps);
   try {
@@ -498,10 +660,12 @@ BatchResult ChainRunner::run_batch(ChainConfig const& cfg, bool pdl) {
   if (opt_.stream_launch) {
     LayerParams const l0 = d.layer(0);
     routing::validate(l0.routing);
-    if (finalize_variant(cfg).inside_gemm2)
+    LayerPlan const p = plan(cfg);
+    d.validate_released(p, l0);
+    if (p.finalize->inside_gemm2)
       gemm::validate_fused(l0.gemm2, l0.fused);
     std::vector<LaunchDescriptor> const launches =
-        layer_launches(plan(cfg), RunFlags{pdl, opt_.ctas_per_sm, opt_.max_shared_carveout, true});
+        layer_launches(p, RunFlags{pdl, opt_.ctas_per_sm, opt_.max_shared_carveout, true});
     d.stamping = opt_.stamps;
     d.enqueue_fill(false);
     for (int it = 0; it < opt_.iterations; ++it)
@@ -603,7 +767,7 @@ finalize::FinalizeVariant const& ChainRunner::finalize_variant(ChainConfig const
 }
 
 LayerPlan ChainRunner::plan(ChainConfig const& cfg) const {
-  return make_layer_plan(cfg, finalize_variant(cfg));
+  return make_layer_plan(cfg, finalize_variant(cfg), weights_.flavour());
 }
 
 } // namespace moefin::chain

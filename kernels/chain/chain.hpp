@@ -31,27 +31,53 @@ namespace moefin::chain {
 /// Bytes of one element of buffer b as stored (4 for int32, 2 for bf16).
 int buffer_element_bytes(Buffer b);
 
-/// Random weights of one layer shape, generated on the device once (GBs): w1 [E, gemm1_n, H],
-/// w2 [E, H, I], bf16, uniform in +-[0.05, 1] / sqrt(k), never zero.
+/// Random weights of one layer shape in one weights format (core/ops/layer_plan.hpp,
+/// weights_format_names), generated on the device once (GBs): w1 [E, gemm1_n, H], w2 [E, H, I].
+/// bf16-tiled and bf16: bf16 uniform in +-[0.05, 1] / sqrt(k), never zero (the same values for
+/// both); fp4: the seeded quantizer of core/fp4.hpp (gemm::fill_fp4) with source weights bounded
+/// by 1 / sqrt(k), values [E, n, k / 2], e4m3 scales [E, n, k / 16], fp32 global scales [E].
 class LayerWeights {
 public:
-  LayerWeights(LayerShape const& shape, std::uint64_t seed);
+  LayerWeights(LayerShape const& shape, std::uint64_t seed,
+               std::string const& format = kDefaultWeightsFormat);
   ~LayerWeights();
   LayerWeights(LayerWeights const&) = delete;
   LayerWeights& operator=(LayerWeights const&) = delete;
 
   LayerShape const& shape() const { return shape_; }
-  void const* w1() const { return w1_; }
-  void const* w2() const { return w2_; }
+  std::string const& format() const { return format_; }
+  /// The chain flavour whose GEMMs read these weights.
+  ChainFlavour const& flavour() const { return *flavour_; }
+  bool fp4() const { return format_ == "fp4"; }
+  void const* w1() const { return w_[0].values; }
+  void const* w2() const { return w_[1].values; }
+  std::uint8_t const* scales(int gemm) const { return w_[gemm - 1].scales; } // fp4 only
+  float const* global(int gemm) const { return w_[gemm - 1].global; }        // fp4 only
+  /// w1 with the two halves of each expert's output rows swapped (gate second), made on first use
+  /// (the released chain flavour: ChainFlavour::gate_second); SwiGLU shapes on bf16 weights only.
+  void const* w1_gate_second() const;
   std::size_t bytes() const;
-  /// Host copies of one expert's matrices (bf16 bits), for the reference chain.
-  std::vector<std::uint16_t> download_w1(std::int64_t expert) const;
-  std::vector<std::uint16_t> download_w2(std::int64_t expert) const;
+  /// Host copy of one expert's matrix of GEMM `gemm` (1 or 2) as stored: values (bf16 bits or
+  /// packed e2m1), and for fp4 its scales and global scale.
+  struct Expert {
+    std::vector<std::uint8_t> values, scales;
+    float global = 1.0f;
+  };
+  Expert download(int gemm, std::int64_t expert) const;
 
 private:
+  struct Matrix {
+    std::int64_t n = 0, k = 0;
+    void* values = nullptr;
+    std::uint8_t* scales = nullptr;
+    float* global = nullptr;
+  };
+  std::size_t value_bytes(Matrix const& m) const; // of one expert
   LayerShape shape_;
-  void* w1_ = nullptr;
-  void* w2_ = nullptr;
+  std::string format_;
+  ChainFlavour const* flavour_ = nullptr;
+  Matrix w_[2];
+  mutable void* w1_gate_second_ = nullptr; // w1_gate_second(), made on first use
 };
 
 struct RunnerOptions {

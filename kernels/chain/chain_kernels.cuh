@@ -59,6 +59,9 @@ struct ChecksumParams {
   std::int64_t expanded = 0;
   std::int32_t* stale = nullptr;    // [1] of this iteration
   std::int32_t* recorded = nullptr; // [1] of this iteration
+  // Non-zero: write 0xff bytes over every chunk after hashing it (LayerPlan::repoison). An int32
+  // the audit can assume (experiments/audit/moefin_plan.cpp).
+  std::int32_t repoison = 0;
 };
 
 /// Hash of 32-bit word w of buffer b holding v: distinct (w, v) pairs map to distinct inputs of
@@ -94,6 +97,8 @@ __global__ void checksum_kernel(ChecksumParams p) {
     }
     std::int64_t const local = c - p.prefix[b];
     uint4 const v = __ldcg(p.buf[b].ptr + local);
+    if (p.repoison) // only this thread touches the chunk
+      __stcg(const_cast<uint4*>(p.buf[b].ptr + local), make_uint4(~0u, ~0u, ~0u, ~0u));
     acc += word_hash(b, 4 * local, v.x) + word_hash(b, 4 * local + 1, v.y) +
            word_hash(b, 4 * local + 2, v.z) + word_hash(b, 4 * local + 3, v.w);
   }

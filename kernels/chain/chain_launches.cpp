@@ -13,6 +13,7 @@ std::vector<LaunchDescriptor> layer_launches(LayerPlan const& plan, RunFlags con
       continue;
     LaunchDescriptor d;
     d.kernel = k.kernel;
+    d.impl = k.impl;
     d.knobs.pdl = run.pdl && k.pdl;
     d.knobs.trigger = k.trigger;
     d.knobs.delay_ns = k.delay_ns;
@@ -20,7 +21,10 @@ std::vector<LaunchDescriptor> layer_launches(LayerPlan const& plan, RunFlags con
     d.knobs.max_shared_carveout = run.max_shared_carveout;
     // The snapshot is a measurement of the checked runs; timing runs launch finalize without it
     // (so that they time the lean instantiation the dispatcher picks).
-    d.snapshot = plan.meta_allowed && run.checked;
+    d.snapshot = plan.snapshot && run.checked;
+    d.released = k.released;
+    d.repoison = k.kernel == Kernel::kChecksum && plan.repoison;
+    d.gate_second = k.kernel == Kernel::kGemm1 && plan.gate_second;
     // Finalize inside GEMM2: GEMM1 clears the arrival counters, GEMM2 reduces.
     d.fused =
         plan.finalize->inside_gemm2 && (k.kernel == Kernel::kGemm1 || k.kernel == Kernel::kGemm2);
@@ -35,3 +39,4 @@ std::vector<LaunchDescriptor> layer_launches(LayerPlan const& plan, RunFlags con
 }
 
 } // namespace moefin::chain
+

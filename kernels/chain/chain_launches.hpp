@@ -8,6 +8,7 @@
 #include "core/ops/layer_plan.hpp"
 #include "core/ops/pdl_knobs.hpp"
 
+#include <string>
 #include <vector>
 
 namespace moefin::chain {
@@ -23,11 +24,15 @@ struct RunFlags {
 /// One kernel launch of a layer.
 struct LaunchDescriptor {
   Kernel kernel = Kernel::kRouting; // which launcher (kChecksum: the checksum kernel)
+  std::string impl;                 // KernelPlan::impl: the GEMMs' launcher follows it
   PdlKnobs knobs;                   // trigger resolved; stamps are the CUDA side's (per iteration)
   // Finalize: the Options handed to finalize::run (variant, the run's metadata placement, the
   // same PDL knobs); the CUDA side adds the snapshot pointer when `snapshot` is set.
   finalize::Options finalize;
   bool snapshot = false; // finalize records its pre-wait indices; the checksum hashes them
+  bool released = false; // the released kernel of this slot (KernelPlan::released)
+  bool repoison = false; // checksum: poison what it hashed (LayerPlan::repoison)
+  bool gate_second = false; // GEMM1 reads W1 with its row halves swapped (LayerPlan::gate_second)
   // GEMM1 and GEMM2 of a layer whose finalize runs inside GEMM2: gemm::run_clearing and
   // gemm::run_fused instead of gemm::run.
   bool fused = false;

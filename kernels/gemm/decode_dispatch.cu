@@ -31,15 +31,15 @@ void validate(DecodeGemmParams const& p, Variant v, DecodeOptions const& o) {
   if (p.format != WeightFormat::kBf16 && p.format != WeightFormat::kFp4)
     reject("unknown weight format " + std::to_string(static_cast<int>(p.format)));
   ranges::check_multiple("decode gemm n", p.gemm.n, DecodePolicy::kWarpRows);
-  ranges::check_multiple(std::string("decode gemm k (") + weight_format_name(p.format) + ")", p.gemm.k,
-                      DecodePolicy::step_k(p.format));
+  ranges::check_multiple(std::string("decode gemm k (") + weight_format_name(p.format) + ")",
+                         p.gemm.k, DecodePolicy::step_k(p.format));
   if (p.gemm.tile_m != 8 && p.gemm.tile_m != 16)
     reject("tile_m " + std::to_string(p.gemm.tile_m) + " not one of {8, 16}");
   ranges::check_multiple("decode gemm max_rows (a multiple of tile_m)", p.gemm.max_rows,
-                      p.gemm.tile_m);
+                         p.gemm.tile_m);
   ranges::check_range<std::int64_t>("decode gemm ldc", p.gemm.ldc, p.gemm.n, 1 << 20);
   ranges::check_range<std::int64_t>("decode gemm num_local_experts", p.gemm.num_local_experts, 1,
-                                 1 << 16);
+                                    1 << 16);
   if (!p.gemm.a || !p.gemm.b || !p.gemm.c || !p.gemm.cta_to_expert || !p.gemm.total_padded_rows)
     reject("a buffer pointer is null");
   if (o.loads_only && p.gemm.tile_m != 16)
@@ -75,8 +75,8 @@ void run_decode(DecodeGemmParams const& p, Variant v, DecodeOptions const& o, St
   std::size_t const smem = DecodePolicy::smem_bytes(p.format, p.gemm.tile_m);
   auto launch = [&](auto kernel) {
     set_shared_memory(kernel, o.pdl.max_shared_carveout, smem);
-    launch_kernel(kernel, grid, dim3(DecodePolicy::kThreads), smem, stream, o.pdl.pdl, p, o.split_k,
-                  o.weights_before_wait ? 1 : 0, k);
+    DecodeLaunch const args{o.split_k, o.weights_before_wait ? 1 : 0};
+    launch_kernel(kernel, grid, dim3(DecodePolicy::kThreads), smem, stream, o.pdl.pdl, p, args, k);
   };
   bool const fp4 = p.format == WeightFormat::kFp4;
   if (o.loads_only)

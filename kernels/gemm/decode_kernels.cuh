@@ -67,7 +67,9 @@ template <WeightFormat kF> struct Stage {
 /// load and store but no dequantization or MMA (DecodeOptions::loads_only).
 template <WeightFormat kF, int kNT, bool kMath = true>
 __global__ void __launch_bounds__(DecodePolicy::kThreads, 2)
-    decode_gemm_kernel(DecodeGemmParams p, int forced_ks, int weights_before_wait, PdlDevice k) {
+    decode_gemm_kernel(DecodeGemmParams p, DecodeLaunch launch, PdlDevice k) {
+  int const forced_ks = launch.forced_ks;
+  int const weights_before_wait = launch.weights_before_wait;
   constexpr bool kFp4 = kF == WeightFormat::kFp4;
   constexpr int kS = DecodePolicy::stages(kF);
   constexpr int kM = DecodePolicy::kM16;

@@ -4,8 +4,8 @@
 // tile count routing wrote (every CTA gets the same answer); the host runs the same function to
 // record and test the choice. Host-visible, no CUDA headers.
 
-#include "core/router_scores.hpp" // MOEFIN_HD
 #include "core/ops/decode_gemm_params.hpp"
+#include "core/router_scores.hpp" // MOEFIN_HD
 
 #include <cstddef>
 #include <cstdint>
@@ -41,6 +41,13 @@ struct DecodePolicy {
            (static_cast<std::size_t>(stages(f)) * (stage_bytes(f) + 128) +
             32u * static_cast<std::size_t>(kM16 * token_tiles(tile_m) * 4) * 4u);
   }
+};
+
+/// The launch's run-time choices beside the params, one kernel parameter (so that the audit's
+/// layout names them: launch.forced_ks, launch.weights_before_wait).
+struct DecodeLaunch {
+  std::int32_t forced_ks = 0;           // DecodeOptions::split_k
+  std::int32_t weights_before_wait = 0; // DecodeOptions::weights_before_wait
 };
 
 /// How one launch divides its work: a unit is (row tile, block of `groups` x 32 weight rows);

@@ -7,9 +7,12 @@ drift from the header. Usage:
 
   struct_layout.py --header H [--header H2 ...] --struct NS::NAME[=ALIAS] [--struct ...]
                    [--prelude '#include <cuda.h>'] [--compiler g++|nvcc] [-I DIR ...]
-                   [--kernel MATCH=PARAM:STRUCT[,PARAM:STRUCT...] ...] --out LAYOUT.json
+                   [--kernel MATCH=PARAM:STRUCT[,PARAM:STRUCT...] ...]
+                   [--expand STRUCT.FIELD=STRUCT2 ...] --out LAYOUT.json
                    [--emit-source FILE]   (write the program and stop; for a build system)
 
+An --expand entry replaces the member FIELD of STRUCT (aliases) by the members of STRUCT2 at
+their offsets within it, named FIELD.MEMBER (a struct member: `p.gemm.a`).
 A --kernel entry says which structs the parameters of the kernels whose symbol contains MATCH
 have, in order (ordinal 0, 1, ...); `moefin audit --layout` names parameter accesses with it.
 """
@@ -169,6 +172,7 @@ def main():
     ap.add_argument("-I", dest="includes", action="append", default=[])
     ap.add_argument("--flag", action="append", default=[])
     ap.add_argument("--kernel", action="append", default=[])
+    ap.add_argument("--expand", action="append", default=[])
     ap.add_argument("--out", required=True)
     ap.add_argument("--source", default="", help="text for the layout's 'source' key")
     args = ap.parse_args()
@@ -212,6 +216,20 @@ def main():
         else:
             layout["structs"][parts[1]]["fields"].append(
                 {"name": parts[2], "offset": int(parts[3]), "size": int(parts[4])})
+    for spec in args.expand:
+        target, _, inner = spec.partition("=")
+        outer, _, field = target.partition(".")
+        if outer not in layout["structs"] or inner not in layout["structs"]:
+            sys.exit("struct_layout: --expand %s: unknown struct" % spec)
+        fields = layout["structs"][outer]["fields"]
+        hit = [f for f in fields if f["name"] == field]
+        if not hit:
+            sys.exit("struct_layout: --expand %s: %s has no member %s" % (spec, outer, field))
+        base = hit[0]
+        nested = [{"name": field + "." + f["name"], "offset": base["offset"] + f["offset"],
+                   "size": f["size"]} for f in layout["structs"][inner]["fields"]]
+        i = fields.index(base)
+        fields[i:i + 1] = nested
     for spec in args.kernel:
         match, _, plist = spec.partition("=")
         params = []

@@ -169,6 +169,8 @@ if [[ -f $cand && $skip != *,candidates,* ]] && (cd "$OUT" && python3 "$OLDPWD/s
     say "prebuilt binaries: not rebuilt here; the comparison uses the table moefin was built" \
       "with (commit small_batch_v2_table.hpp and prebuild again to time the new one)"
   fi
+elif [[ $skip == *,candidates,* ]]; then
+  say "candidates skipped: the comparison uses the table moefin was built with"
 else
   say "policy table not filled (no candidate file or no usable rows): the comparison uses the rule"
 fi
