@@ -4,7 +4,9 @@ machine too). Prints, per file given: the equivalence rows (PDL on/off mismatche
 the Kokkos reference, routings per shape), the race cells (mismatches, stale reads, the
 verifier's verdict) and the layer times of one finalize against another at each (shape, T) and
 placement: the median over rounds of the per-round ratio against/this (the rounds are
-interleaved, so round i of both rows ran back to back) with its minimum. Exit 1 when a file
+interleaved, so round i of both rows ran back to back) with its minimum; and per stamped layer
+(timeline_layer_N groups of sweep layer --stamps) each kernel's span from the layer's first
+start: first start, first wait, last end, and the layer's length. Exit 1 when a file
 shows a mismatch, a reference error above its tolerance or a race the verifier does not
 predict; 2 on bad usage or an unreadable file."""
 
@@ -91,16 +93,50 @@ def layer(path, this, against):
     return 0
 
 
+def timelines(path):
+    try:
+        f = h5py.File(path, "r")
+    except OSError as e:
+        print(f"fused_summary: {path}: cannot open ({e})", file=sys.stderr)
+        sys.exit(2)
+    groups = sorted((g for g in f if g.startswith("timeline_layer_")),
+                    key=lambda g: int(g.rsplit("_", 1)[1]))
+    if not groups:
+        print(f"fused_summary: {path}: no timeline_layer_N group", file=sys.stderr)
+        sys.exit(2)
+    print(f"timelines ({path}): per kernel first start / first wait / last end (us from the "
+          "layer's first start); a kernel without stamps did not run")
+    for g in groups:
+        t = f[g]
+        names = text(t.attrs["kernels"]).split(",")
+        kernel = t["kernel"][()]
+        start, wait, end = t["start_ns"][()], t["wait_ns"][()], t["end_ns"][()]
+        t0 = start.min()
+        parts = []
+        for i, name in enumerate(names):
+            m = kernel == i
+            if not m.any():
+                parts.append(f"{name} -")
+                continue
+            w = wait[m][wait[m] >= 0]
+            first_wait = f"{(w.min() - t0) / 1e3:.1f}" if len(w) else "-"
+            parts.append(f"{name} {(start[m].min() - t0) / 1e3:.1f}/{first_wait}/"
+                         f"{(end[m].max() - t0) / 1e3:.1f}")
+        print(f"  {text(t.attrs['key'])}: layer {(end.max() - t0) / 1e3:.1f} us; " + ", ".join(parts))
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--equivalence", help="result file of moefin equivalence")
     ap.add_argument("--race", help="result file of moefin race")
     ap.add_argument("--layer", help="result file of moefin sweep layer")
+    ap.add_argument("--timeline", help="result file of moefin sweep layer --stamps")
     ap.add_argument("--this", default="fused", help="finalize row timed (default fused)")
     ap.add_argument("--against", default="new", help="finalize row it is compared with (new)")
     a = ap.parse_args()
-    if not (a.equivalence or a.race or a.layer):
-        ap.error("give at least one of --equivalence, --race, --layer")
+    if not (a.equivalence or a.race or a.layer or a.timeline):
+        ap.error("give at least one of --equivalence, --race, --layer, --timeline")
     bad = 0
     if a.equivalence:
         bad += equivalence(a.equivalence)
@@ -108,6 +144,8 @@ def main():
         bad += race(a.race)
     if a.layer:
         bad += layer(a.layer, a.this, a.against)
+    if a.timeline:
+        bad += timelines(a.timeline)
     return 1 if bad else 0
 
 

@@ -51,3 +51,25 @@ def test_a_bad_file_is_one_line_and_exit_2(tmp_path):
     assert r.returncode == 2
     assert len(r.stderr.strip().splitlines()) == 1 and str(bad) in r.stderr
     assert run().returncode == 2
+
+
+def test_timeline_spans_are_read_from_the_stamps(tmp_path):
+    path = H200 / "h200_chain_layer_sweep.h5"
+    r = run("--timeline", str(path))
+    assert r.returncode == 0, r.stderr
+    with h5py.File(path, "r") as f:
+        t = f["timeline_layer_0"]
+        k, start, end = t["kernel"][()], t["start_ns"][()], t["end_ns"][()]
+        key = t.attrs["key"]
+        key = key.decode() if isinstance(key, bytes) else str(key)
+        gemm2 = list(t.attrs["kernels"].split(",")).index("gemm2")
+    t0 = start.min()
+    line = next(x for x in r.stdout.splitlines() if x.strip().startswith(key + ":"))
+    assert f"layer {(end.max() - t0) / 1e3:.1f} us" in line, line
+    assert f"gemm2 {(start[k == gemm2].min() - t0) / 1e3:.1f}/" in line, line
+    # A sweep file without stamped layers is refused in one line.
+    plain = tmp_path / "plain.h5"
+    with h5py.File(plain, "w") as f:
+        f.create_group("layer_sweep")
+    r = run("--timeline", str(plain))
+    assert r.returncode == 2 and "no timeline_layer_N" in r.stderr
