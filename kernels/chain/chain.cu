@@ -497,6 +497,10 @@ void ChainRunner::Impl::validate_released(LayerPlan const& plan, LayerParams con
   if (!any)
     return;
   require_released_kernels("--flavour released");
+  // The swapped W1 is made here, before any capture: its allocation and copy kernel cannot be
+  // recorded into the layer's graph (the released chain's first GPU run died of exactly that).
+  if (plan.gate_second)
+    w->w1_gate_second();
   try {
     released_kernels()->check_routing(l0.routing);
   } catch (InputError const& e) {
