@@ -187,6 +187,21 @@ std::vector<std::uint16_t> check_layout(WeightFormat f, std::int64_t T, std::int
           if (row >= l.total[0] || l.row_token[static_cast<std::size_t>(row)] < 0)
             for (std::int64_t j = 0; j < n; ++j)
               BOOST_REQUIRE_EQUAL(out[static_cast<std::size_t>(row * n + j)], kDevicePoison);
+        // The candidates of sweep gemm (kernels/gemm/decode_candidates.hpp) compute every unit
+        // the same way: two CTAs per SM at a forced split and the deep fp4 pipeline give the
+        // same bits.
+        if (ks > 0) {
+          gemm::DecodeOptions two = o;
+          two.pdl.ctas_per_sm = 2;
+          BOOST_TEST(run_on(p, gemm::Variant::kSplitK, two, c) == out,
+                     "two CTAs per SM, ks=" << ks << " pre=" << pre);
+        }
+        if (f == WeightFormat::kFp4 && tile == 16) {
+          gemm::DecodeOptions deep = o;
+          deep.deep = true;
+          BOOST_TEST(run_on(p, gemm::Variant::kSplitK, deep, c) == out,
+                     "deep, ks=" << ks << " pre=" << pre);
+        }
         if (first.empty())
           first = out;
         else if (ks == 0)

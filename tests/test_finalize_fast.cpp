@@ -211,7 +211,7 @@ BOOST_AUTO_TEST_CASE(v2_plan_and_names_reach_every_ablation) {
   BOOST_TEST((finalize::plan(p, named("small_batch_v2_late_trigger")).trigger == Trigger::kExit));
   BOOST_TEST(v2::ablation_bits(*named("small_batch_v2_no_shuffle").variant) == v2::kShuffle);
   BOOST_TEST(v2::ablation_bits(*named("small_batch_v2_no_broadcast").variant) == v2::kBroadcast);
-  BOOST_TEST(v2::ablation_bits(*named("small_batch_v2_late_address").variant) == v2::kEarlyAddress);
+  BOOST_TEST(v2::ablation_bits(*named("small_batch_v2_anchor").variant) == v2::kAnchor);
   BOOST_TEST(v2::ablation_bits(*named("small_batch_v2").variant) == 0u);
   // The entries declare what the tables and the chain need.
   auto const& e = finalize::variant("small_batch_v2", "test");

@@ -156,9 +156,12 @@ struct FinalizeVariant {
   bool needs_128bit_rows = false; // hidden and hidden_padded multiples of 8, 16-byte aligned rows
   std::int64_t max_top_k = 0;     // 0: any
   bool dispatchable = false;      // the dispatch rule may pick it (one per role and source)
-  unsigned lists = 0;             // List flags
-  int order = 0;                  // position in lists and tables (then the name)
-  std::string note;               // one line for --help
+  // No kernel of its own: GEMM2 reduces in its epilogue (kernels/finalize/fused_finalize.hpp);
+  // only the layer chain runs it, and its plan gives GEMM2 finalize's reads and writes.
+  bool inside_gemm2 = false;
+  unsigned lists = 0; // List flags
+  int order = 0;      // position in lists and tables (then the name)
+  std::string note;   // one line for --help
   GeometryFn geometry = nullptr;
   LaunchFn launch = nullptr; // nullptr in host-only builds
 
@@ -202,6 +205,10 @@ struct FinalizeVariant {
   }
   FinalizeVariant& dispatched(bool b = true) {
     dispatchable = b;
+    return *this;
+  }
+  FinalizeVariant& fused_into_gemm2(bool b = true) {
+    inside_gemm2 = b;
     return *this;
   }
   FinalizeVariant& listed(unsigned l, int position) {

@@ -55,11 +55,15 @@ enum class Buffer : std::int32_t {
   // Measurement: finalize's pre-wait index snapshot, the checksum slots.
   kSnapshot,
   kChecksums,
+  // The fused finalize's arrival counters (kernels/finalize/fused_finalize.hpp): GEMM1 clears
+  // them, GEMM2 counts on them. Not hashed: their final values follow from routing's arrays.
+  kFusedCounters,
 };
 inline constexpr int kNumBuffers = 14;     // hashed per iteration
-inline constexpr int kNumPlanBuffers = 20; // every Buffer
+inline constexpr int kNumPlanBuffers = 21; // every Buffer
 
-/// "expert_ids", ..., "out", "scores", "hidden_states", "w1", "w2", "snapshot", "checksums".
+/// "expert_ids", ..., "out", "scores", "hidden_states", "w1", "w2", "snapshot", "checksums",
+/// "fused_counters".
 inline char const* buffer_name(Buffer b) {
   static constexpr char const* kNames[kNumPlanBuffers] = {"expert_ids",
                                                           "expert_weights",
@@ -80,7 +84,8 @@ inline char const* buffer_name(Buffer b) {
                                                           "w1",
                                                           "w2",
                                                           "snapshot",
-                                                          "checksums"};
+                                                          "checksums",
+                                                          "fused_counters"};
   auto const i = static_cast<int>(b);
   return i >= 0 && i < kNumPlanBuffers ? kNames[i] : "?";
 }
@@ -261,6 +266,9 @@ struct KernelPlan {
   bool waits = true;                // every path executes the grid-dependency wait
   std::int64_t delay_ns = 0;        // spin after the wait, before the first write
   std::vector<Buffer> reads_before_wait, reads_after_wait, writes;
+  // False for finalize when its variant runs inside GEMM2 (FinalizeVariant::inside_gemm2): no
+  // launch and no accesses (GEMM2's entry has them); the entry keeps the plan's shape.
+  bool launched = true;
 };
 
 /// The kernels of one checked layer: the six of the chain, then the checksum kernel.
@@ -292,7 +300,40 @@ struct LayerPlan {
   bool finalize_meta_before_wait() const {
     return !at(Kernel::kFinalize).reads_before_wait.empty();
   }
+  /// The kernel that reads routing's metadata for the reduction: finalize, or GEMM2 when the
+  /// reduction runs in its epilogue.
+  Kernel metadata_reader() const {
+    return at(Kernel::kFinalize).launched ? Kernel::kFinalize : Kernel::kGemm2;
+  }
+  /// Whether GEMM1 and GEMM2 are the tiled grouped GEMM: kTiledGemmBf16, or its fused kernels
+  /// when finalize runs inside GEMM2 (their implementation names add the epilogue to it).
+  bool tiled_gemms() const { return at(Kernel::kGemm1).impl.rfind(kTiledGemmBf16, 0) == 0; }
 };
+
+/// The finalize inside GEMM2 reduces in the epilogue of moefin's tiled bf16 GEMM2 around moefin's
+/// routing (kernels/finalize/fused_finalize.hpp): the split-K decode GEMMs sum partial products
+/// across CTAs (no CTA holds a finished output row to reduce), and the released flavour's kernels
+/// leave rows unwritten that the arrival counters' rule would have to know of. The one-line
+/// refusal naming the flags when `fin` runs inside GEMM2 and cannot with this flavour and these
+/// GEMMs; empty when it can (or runs a kernel of its own).
+inline std::string inside_gemm2_refusal(std::string const& flavour,
+                                        finalize::FinalizeVariant const& fin,
+                                        ChainFlavour const& gemms) {
+  if (!fin.inside_gemm2)
+    return {};
+  std::string const who = "finalize " + fin.name + " (--finalize / finalize.variant)";
+  if (flavour != "moefin")
+    return who + ": reduces inside moefin's GEMM2; not with --flavour " + flavour +
+           " (use --flavour moefin)";
+  if (gemms.name == moefin_flavour().name)
+    return {};
+  std::string format = gemms.name;
+  for (auto const& n : weights_format_names())
+    if (flavour_for_format(n)->name == gemms.name)
+      format = n;
+  return who + ": reduces in the tiled bf16 GEMM2's epilogue; not with --weights-format " +
+         format + " (the split-K decode GEMMs; use --weights-format bf16-tiled)";
+}
 
 /// The plan of one layer of `cfg` whose finalize is `fin` (the variant the run launches: the one
 /// the dispatch rule picks for the shape, or the forced one).
@@ -309,6 +350,8 @@ inline LayerPlan make_layer_plan(ChainConfig const& cfg, finalize::FinalizeVaria
     throw InputError("--flavour " + cfg.flavour + ": runs the tiled bf16 GEMMs only " +
                      "(--weights-format bf16-tiled), not " + gemms.name);
   ChainFlavour const& flavour = cfg.flavour == "moefin" ? gemms : chain_flavour(cfg.flavour);
+  if (std::string const why = inside_gemm2_refusal(cfg.flavour, fin, gemms); !why.empty())
+    throw InputError(why);
   LayerPlan p;
   p.flavour = flavour.name;
   p.weights = flavour.weights;
@@ -342,24 +385,45 @@ inline LayerPlan make_layer_plan(ChainConfig const& cfg, finalize::FinalizeVaria
   f.kernel = Kernel::kFinalize;
   f.name = kernel_name(Kernel::kFinalize);
   f.impl = fin.name;
-  f.pdl = cfg.at(Kernel::kFinalize).pdl;
-  f.released = released_fin;
-  f.trigger = released_fin ? fin.default_trigger : fin.trigger_for(cfg.at(Kernel::kFinalize).trigger);
-  f.delay_ns = cfg.at(Kernel::kFinalize).delay_ns;
-  if (released_fin && f.delay_ns != 0)
-    throw InputError("finalize.delay_ns: " + fin.name + " (released) has no injected delay");
-  if (released_fin && fin.meta_before_wait && !cfg.metadata_before_wait)
-    throw InputError("finalize.meta=after: " + fin.name +
-                     " (released) always reads indices and weights before its wait");
-  std::vector<B> const meta = {B::kExpandedToPermuted, B::kExpertWeights};
-  if (fin.reads_meta_before_wait(cfg.metadata_before_wait))
-    f.reads_before_wait = meta;
-  else
-    f.reads_after_wait = meta;
-  f.reads_after_wait.push_back(B::kGemm2Out);
-  f.writes = {B::kOut};
-  if (p.snapshot)
-    f.writes.push_back(B::kSnapshot); // recorded after the wait
+  if (fin.inside_gemm2) {
+    // GEMM2 reduces in its epilogue: after its wait it reads routing's metadata (as it reads the
+    // rest of routing's output) and counts on the arrival counters GEMM1 cleared after its own
+    // wait; it writes out. No finalize launch, so no snapshot and no finalize knobs.
+    KernelPlan& g1 = p.kernels.at(static_cast<std::size_t>(Kernel::kGemm1));
+    KernelPlan& g2 = p.kernels.at(static_cast<std::size_t>(Kernel::kGemm2));
+    g1.impl += "+clear_counters";
+    g1.writes.push_back(B::kFusedCounters);
+    g2.impl += "+" + fin.name;
+    for (B b : {B::kExpandedToPermuted, B::kExpertWeights, B::kFusedCounters})
+      g2.reads_after_wait.push_back(b);
+    g2.writes.push_back(B::kFusedCounters);
+    g2.writes.push_back(B::kOut);
+    p.meta_allowed = false;
+    p.snapshot = false;
+    f.launched = false;
+    f.pdl = g2.pdl;
+    f.trigger = g2.trigger;
+  } else {
+    f.pdl = cfg.at(Kernel::kFinalize).pdl;
+    f.released = released_fin;
+    f.trigger =
+        released_fin ? fin.default_trigger : fin.trigger_for(cfg.at(Kernel::kFinalize).trigger);
+    f.delay_ns = cfg.at(Kernel::kFinalize).delay_ns;
+    if (released_fin && f.delay_ns != 0)
+      throw InputError("finalize.delay_ns: " + fin.name + " (released) has no injected delay");
+    if (released_fin && fin.meta_before_wait && !cfg.metadata_before_wait)
+      throw InputError("finalize.meta=after: " + fin.name +
+                       " (released) always reads indices and weights before its wait");
+    std::vector<B> const meta = {B::kExpandedToPermuted, B::kExpertWeights};
+    if (fin.reads_meta_before_wait(cfg.metadata_before_wait))
+      f.reads_before_wait = meta;
+    else
+      f.reads_after_wait = meta;
+    f.reads_after_wait.push_back(B::kGemm2Out);
+    f.writes = {B::kOut};
+    if (p.snapshot)
+      f.writes.push_back(B::kSnapshot); // recorded after the wait
+  }
   p.kernels.push_back(std::move(f));
   // The checksum kernel: a PDL secondary that waits at entry, hashes every buffer of the layer
   // and never triggers; the next layer's routing is its secondary.

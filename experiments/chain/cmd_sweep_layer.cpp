@@ -34,23 +34,55 @@ chain::ChainConfig placement_config(bench::Config const& row, std::string const&
   return cfg;
 }
 
-/// The configurations: a unit per (shape, weights format, T), its rows every finalize (new,
-/// previous and the registry's chain-listed variants) x placement (seed-after, seed-before), keyed
+/// The finalize rows of --finalize: "all" is new, previous and the registry's chain-listed
+/// variants; a list is those, with previous added (every row's speedup_finalize partner). A variant
+/// that runs inside GEMM2 is left out of "all" and refused in a list (exit 2) when the flavour or
+/// one of the weights formats cannot take it (chain::inside_gemm2_refusal).
+std::vector<std::string> finalize_rows(std::string const& text, std::string const& flavour,
+                                       std::vector<std::string> const& formats) {
+  auto refusal = [&](finalize::FinalizeVariant const& v) {
+    for (auto const& f : formats)
+      if (std::string why = chain::inside_gemm2_refusal(flavour, v, *chain::flavour_for_format(f));
+          !why.empty())
+        return why;
+    return std::string();
+  };
+  std::vector<std::string> out = {"new", "previous"};
+  if (text == "all") {
+    for (auto const* v : finalize::variants(finalize::kListChain))
+      if (refusal(*v).empty())
+        out.push_back(v->name);
+    return out;
+  }
+  out = {"previous"};
+  for (auto const& f : chain::split_list(text, "--finalize")) {
+    chain::ChainConfig c;
+    chain::apply_overrides(c, "finalize.variant=" + f, "--finalize"); // a known name, or exit 2
+    if (c.finalize.forced)
+      if (std::string const why = refusal(*c.finalize.forced); !why.empty())
+        throw InputError(why);
+    if (std::find(out.begin(), out.end(), f) == out.end())
+      out.push_back(f);
+  }
+  return out;
+}
+
+/// The configurations: a unit per (shape, weights format, T), its rows every finalize of
+/// finalize_rows x placement (seed-after, seed-before), keyed
 /// "shape=..,T=..,finalize=..,placement=..[,weights_format=..]" (the format named only when it is
 /// not bf16-tiled, the one every earlier file ran). speedup_finalize pairs a row with the
 /// previous finalize at its placement, speedup_placement a seed-after row with seed-before.
 bench::Benchmark layer_benchmark(std::vector<std::string> const& shapes,
                                  std::map<std::string, chain::LayerShape> const& shape_of,
                                  std::vector<std::string> const& formats,
-                                 std::vector<std::int64_t> const& tokens, int rounds, int layers) {
+                                 std::vector<std::int64_t> const& tokens,
+                                 std::vector<std::string> const& finalizes, int rounds,
+                                 int layers) {
   bench::Benchmark b("layer_sweep", chain_tables::layer_columns(),
                      "whole-layer time per layer (us), CUDA graph of `layers` layers on distinct "
                      "routings, PDL on, interleaved rounds; speedup_finalize = previous/this at "
                      "the same placement, speedup_placement = seed-before/this with the same "
                      "finalize (paired medians, 95% CI)");
-  std::vector<std::string> finalizes = {"new", "previous"};
-  for (auto const* v : finalize::variants(finalize::kListChain))
-    finalizes.push_back(v->name);
   b.axis(bench::string_axis("shape", shapes));
   b.axis(bench::string_axis("weights_format", formats));
   b.axis(bench::int_axis("T", tokens));
@@ -110,6 +142,12 @@ int sweep_layer(cli::Args const& args) {
       "published", po::value<std::string>()->default_value(chain_tables::default_published_dir()),
       "folder of whole_op_speedup.csv and pdl_ordering_speedup.csv")(
       "print", po::value<std::string>(), "print the tables of FILE's /layer_sweep and exit")(
+      "finalize", po::value<std::string>()->default_value("all"),
+      "finalize rows timed in the same rounds: all (new, previous and the chain-listed variants; "
+      "fused only with --flavour moefin and --weights-format bf16-tiled) or a list of new (the "
+      "dispatch rule), previous (the rule before small_batch) and variant names, e.g. new,fused "
+      "(fused: no finalize launch, the tiled GEMM2 reduces in its epilogue); previous is always "
+      "timed (the speedup_finalize partner)")(
       "list", "print the configurations (index, estimated seconds, row keys) and exit; no GPU "
               "needed");
   // The kernels' own policies (two CTAs per SM) and the driver's carveout: the layer as it runs.
@@ -119,9 +157,9 @@ int sweep_layer(cli::Args const& args) {
   cli::add_result_options(desc, "sweep layer");
   po::variables_map vm;
   if (!cli::parse("sweep layer",
-                  "[--shapes S] [--tokens T] [--weights-format F] [--rounds N] [--layers N] "
-                  "[--ctas-per-sm N] [--carveout C] [--stamps[=T,..]] [--print FILE [--peers "
-                  "FILE]] [--out FILE]",
+                  "[--shapes S] [--tokens T] [--weights-format F] [--finalize L] [--rounds N] "
+                  "[--layers N] [--ctas-per-sm N] [--carveout C] [--stamps[=T,..]] [--print FILE "
+                  "[--peers FILE]] [--out FILE]",
                   desc, args, vm))
     return kExitOk;
   std::string const published = vm["published"].as<std::string>();
@@ -168,7 +206,9 @@ int sweep_layer(cli::Args const& args) {
     shape_names.push_back(s.name);
   }
   bench::Benchmark const bench =
-      layer_benchmark(shape_names, shape_of, formats, tokens, rounds, layers);
+      layer_benchmark(shape_names, shape_of, formats, tokens,
+                      finalize_rows(vm["finalize"].as<std::string>(), flavour, formats), rounds,
+                      layers);
   if (vm.count("list")) {
     bench.list(std::cout);
     return kExitOk;

@@ -32,7 +32,7 @@ std::vector<std::uint16_t> reference_output(chain::LayerPlan const& plan,
   std::vector<std::int32_t> cta_dense(sz(TK), -1);
   // The used experts' matrices as stored (bf16 bits or packed e2m1, fp4 scales, global scales).
   bool const fp4 = w.fp4();
-  bool const decode = plan.at(chain::Kernel::kGemm1).impl != chain::kTiledGemmBf16;
+  bool const decode = !plan.tiled_gemms();
   if (plan.weights != (fp4 ? "fp4" : "bf16"))
     throw std::logic_error("reference chain: the plan's GEMMs read " + plan.weights +
                            " weights, the weights are " + w.format());
@@ -69,6 +69,24 @@ std::vector<std::uint16_t> reference_output(chain::LayerPlan const& plan,
       d.global_scale = which == 1 ? g1s.data() : g2s.data();
     }
     reference::decode_gemm(d);
+  };
+  // reference::finalize over GEMM2's output: after finalize's turn in the plan, or inside GEMM2's.
+  auto finalize_reference = [&]() {
+    if (plan.finalize->fp8_output)
+      throw InputError("the reference chain: finalize variant " + plan.finalize->name +
+                       " writes E4M3; the chain's output is bf16");
+    finalize::FinalizeParams fp;
+    fp.gemm_out = g2.data();
+    fp.expert_weights = weights.data();
+    fp.expanded_to_permuted = e2p.data();
+    fp.out = out.data();
+    fp.num_tokens = T;
+    fp.hidden = H;
+    fp.hidden_padded = H;
+    fp.top_k = K;
+    fp.num_rows = TK;
+    fp.weight_type = finalize::WeightType::kBf16;
+    reference::finalize(fp);
   };
   // The plan's kernels in its order (the checksum has no reference: it only measures).
   for (chain::KernelPlan const& k : plan.kernels) {
@@ -152,25 +170,13 @@ std::vector<std::uint16_t> reference_output(chain::LayerPlan const& plan,
     }
     case chain::Kernel::kGemm2:
       run_gemm(gemm_of(act.data(), w2.data(), g2.data(), H, I), 2);
+      if (!plan.at(chain::Kernel::kFinalize).launched) // the reduction is GEMM2's epilogue
+        finalize_reference();
       break;
-    case chain::Kernel::kFinalize: {
-      if (plan.finalize->fp8_output)
-        throw InputError("the reference chain: finalize variant " + plan.finalize->name +
-                         " writes E4M3; the chain's output is bf16");
-      finalize::FinalizeParams fp;
-      fp.gemm_out = g2.data();
-      fp.expert_weights = weights.data();
-      fp.expanded_to_permuted = e2p.data();
-      fp.out = out.data();
-      fp.num_tokens = T;
-      fp.hidden = H;
-      fp.hidden_padded = H;
-      fp.top_k = K;
-      fp.num_rows = TK;
-      fp.weight_type = finalize::WeightType::kBf16;
-      reference::finalize(fp);
+    case chain::Kernel::kFinalize:
+      if (k.launched)
+        finalize_reference();
       break;
-    }
     case chain::Kernel::kChecksum:
       break;
     }

@@ -27,6 +27,7 @@
 #include "experiments/harness/progress.hpp"
 #include "experiments/harness/run_limit.hpp"
 #include "kernels/gemm/decode.hpp"
+#include "kernels/gemm/decode_candidates.hpp"
 
 #ifdef MOEFIN_HAVE_CUDA
 #include "experiments/gemm/decode_problem.hpp"
@@ -58,9 +59,23 @@ struct Config {
   gemm::Variant variant;
   bool pdl;
   bool loads_only = false; // the splitk diagnostic without math (variant name splitk_loads)
+  // A --candidates policy of splitk (its name is the variant column), or, with `read`, the
+  // --read-floor reference: a plain streaming read of the same bytes per launch.
+  bool candidate = false;
+  gemm::DecodeCandidate cand;
+  bool read = false;
   std::string mode() const { return pdl ? "pdl" : "isolated"; }
   std::string variant_name() const {
+    if (read)
+      return gemm_tables::kReadFloor;
+    if (candidate)
+      return cand.name;
     return loads_only ? gemm_tables::kSplitkLoads : gemm::variant_name(variant);
+  }
+  bool gemm_math() const { return !read && !loads_only && !(candidate && cand.loads_only); }
+  /// Why this configuration does not run on `shape` (empty: it does).
+  std::string skip_reason(chain::LayerShape const& shape, std::int64_t tile) const {
+    return candidate ? gemm::candidate_skip_reason(cand, format, gemm.k(shape), tile) : "";
   }
 };
 
@@ -108,6 +123,14 @@ int sweep_gemm(cli::Args const& args) {
       "CTAs per SM of the GEMM grids, 0..4 (0: each variant's policy)")(
       "max-minutes", po::value<double>()->default_value(0.0),
       "stop cleanly between (shape, T) groups when the next would end past this; 0: no limit")(
+      "candidates", po::value<std::string>()->default_value("none"),
+      "splitk launch policies timed beside the variants: comma-separated '+'-joined knobs ks1, "
+      "ks2, ks4, ks8 (forced split), cta2 (two CTAs per SM), deep (fp4: twice the stages in "
+      "flight per warp), loads (no math, isolated only), "
+      "e.g. ks4,cta2+ks8; 'default' for kernels/gemm/decode_candidates.hpp's list; 'none'")(
+      "read-floor", po::bool_switch(),
+      "also time a plain streaming read of each launch's bytes (variant read, isolated): the "
+      "time any kernel needs to read that much in this protocol")(
       "no-diagnose", po::bool_switch(),
       "leave out splitk_loads: splitk with every load and store but no dequantization or MMA "
       "(isolated mode, tile 16), whose time against splitk's says whether math or memory bounds "
@@ -117,13 +140,15 @@ int sweep_gemm(cli::Args const& args) {
   po::variables_map vm;
   if (!cli::parse("sweep gemm",
                   "[--shapes S] [--tokens T] [--gemms G] [--formats F] [--variants V] [--modes M] "
-                  "[--rounds R] [--min-mb MB] [--check-tokens T] [--max-minutes M] [--estimate] "
+                  "[--rounds R] [--min-mb MB] [--check-tokens T] [--candidates C] [--read-floor] "
+                  "[--max-minutes M] [--estimate] "
                   "[--print FILE] [--out FILE]",
                   desc, args, vm))
     return kExitOk;
   if (vm.count("print")) {
     h5::ResultReader const reader(vm["print"].as<std::string>());
     gemm_tables::print_gemm_tables(reader, std::cout);
+    gemm_tables::print_copy_fraction_tables(reader, std::cout);
     return kExitOk;
   }
   auto const shapes = chain::parse_shapes(vm["shapes"].as<std::string>(), "--shapes");
@@ -165,6 +190,14 @@ int sweep_gemm(cli::Args const& args) {
   cli::check_range("--ctas-per-sm", ctas_per_sm, 0, 4);
   double const max_minutes = vm["max-minutes"].as<double>();
   cli::check_range("--max-minutes", max_minutes, 0.0, 1e6);
+  std::string const cand_list = vm["candidates"].as<std::string>();
+  auto const candidates = gemm::parse_candidates(
+      cand_list == "default" ? std::string(gemm::kDefaultCandidates) : cand_list, "--candidates");
+  bool const has_splitk =
+      std::find(variants.begin(), variants.end(), gemm::Variant::kSplitK) != variants.end();
+  if (!candidates.empty() && !has_splitk)
+    throw InputError("--candidates: candidates are policies of variant splitk, which --variants "
+                     "leaves out");
 
   // Configurations of one (shape, T): tiled runs bf16 weights at tile 16 or more only.
   std::vector<Config> configs;
@@ -179,13 +212,38 @@ int sweep_gemm(cli::Args const& args) {
   if (!vm["no-diagnose"].as<bool>() && tile == 16)
     for (GemmAxis g : gemms)
       for (auto f : formats)
-        if (std::find(variants.begin(), variants.end(), gemm::Variant::kSplitK) != variants.end())
+        if (has_splitk)
           configs.push_back(Config{g, f, gemm::Variant::kSplitK, false, true});
+  for (GemmAxis g : gemms)
+    for (auto f : formats) {
+      for (auto const& cand : candidates)
+        for (bool pdl : modes) {
+          if (cand.loads_only && pdl)
+            continue; // a diagnostic: isolated, like splitk_loads
+          Config c{g, f, gemm::Variant::kSplitK, pdl};
+          c.candidate = true;
+          c.cand = cand;
+          configs.push_back(c);
+        }
+      if (vm["read-floor"].as<bool>()) {
+        Config c{g, f, gemm::Variant::kSplitK, false};
+        c.read = true;
+        configs.push_back(c);
+      }
+    }
   if (configs.empty())
     throw InputError("--variants/--formats: no configuration left (tiled takes bf16 at tile 16)");
   for (auto const& s : shapes)
     for (auto T : tokens)
       chain::validate(s, T, 16);
+  for (auto const& s : shapes)
+    for (Config const& c : configs) {
+      std::string const why = c.skip_reason(s, tile);
+      if (!why.empty() && c.pdl == modes.front())
+        std::printf("sweep gemm: %s %s %s on %s skipped: %s\n", c.gemm.name().c_str(),
+                    gemm::weight_format_name(c.format), c.variant_name().c_str(), s.name.c_str(),
+                    why.c_str());
+    }
 
   // Bytes a group reads over its warm-up and rounds, at an assumed 3 TB/s, plus set-up.
   auto group_seconds = [&](chain::LayerShape const& s, std::int64_t T) {
@@ -287,7 +345,7 @@ int sweep_gemm(cli::Args const& args) {
       std::string const group = shape.name + " T=" + std::to_string(T);
       bool done = true;
       for (Config const& c : configs)
-        done = done && sweep.has(key_of(shape, T, c));
+        done = done && (sweep.has(key_of(shape, T, c)) || !c.skip_reason(shape, tile).empty());
       if (done) {
         progress.step(group, true);
         continue;
@@ -330,7 +388,7 @@ int sweep_gemm(cli::Args const& args) {
         o.pdl.max_shared_carveout = true; // room for two CTAs per SM (see decode_plan.hpp)
         o.weights_before_wait = c.pdl && c.variant == gemm::Variant::kSplitK;
         o.loads_only = c.loads_only;
-        return o;
+        return c.candidate ? gemm::candidate_options(c.cand, o) : o;
       };
       auto params_of = [&](Config const& c, decode_bench::RoutedLayout const& l) {
         auto const& w = weights_of(c);
@@ -341,13 +399,13 @@ int sweep_gemm(cli::Args const& args) {
       // Checks first: each (GEMM, weights, variant) on the first routing.
       std::map<std::string, std::string> verdict; // (gemm, format, variant) -> pass / fail
       auto vkey = [](Config const& c) {
-        return c.gemm.name() + "/" + gemm::weight_format_name(c.format) + "/" +
-               gemm::variant_name(c.variant);
+        return c.gemm.name() + "/" + gemm::weight_format_name(c.format) + "/" + c.variant_name();
       };
       if (std::find(check_tokens.begin(), check_tokens.end(), T) != check_tokens.end()) {
         std::map<std::pair<int, int>, reference::GemmOracle> oracles;
         for (Config const& c : configs) {
-          if (c.pdl || c.loads_only || verdict.count(vkey(c)))
+          if (c.pdl || !c.gemm_math() || verdict.count(vkey(c)) ||
+              !c.skip_reason(shape, tile).empty())
             continue;
           auto& o = oracles[{c.gemm.which, static_cast<int>(c.format)}];
           if (o.exact.empty())
@@ -357,28 +415,30 @@ int sweep_gemm(cli::Args const& args) {
           gemm::DecodeOptions plain;
           plain.pdl.pdl = false;
           plain.pdl.ctas_per_sm = ctas_per_sm;
+          if (c.candidate)
+            plain = gemm::candidate_options(c.cand, plain);
           gemm::run_decode(p, c.variant, plain, s.get());
           auto const out = c_dev[c.gemm.which].download<std::uint16_t>(s.get());
           reference::GemmCheck const r =
               reference::check_gemm(out, c.gemm.n(shape), c.gemm.n(shape), o);
-          int const ks =
-              c.variant == gemm::Variant::kSplitK
-                  ? gemm::split_of(p, layout(0).tiles(), gemm::num_ctas(p, c.variant, ctas_per_sm))
-                        .ks
-                  : 0;
+          int const ks = c.variant == gemm::Variant::kSplitK
+                             ? gemm::split_of(p, layout(0).tiles(),
+                                              gemm::num_ctas(p, c.variant, plain.pdl.ctas_per_sm),
+                                              plain.split_k)
+                                   .ks
+                             : 0;
           verdict[vkey(c)] = r.pass ? "pass" : "fail";
           any_fail = any_fail || !r.pass;
-          std::string const key = "shape=" + shape.name + ",T=" + std::to_string(T) +
-                                  ",gemm=" + c.gemm.name() +
-                                  ",format=" + gemm::weight_format_name(c.format) +
-                                  ",variant=" + gemm::variant_name(c.variant);
+          std::string const key =
+              "shape=" + shape.name + ",T=" + std::to_string(T) + ",gemm=" + c.gemm.name() +
+              ",format=" + gemm::weight_format_name(c.format) + ",variant=" + c.variant_name();
           if (!checks.has(key)) {
             h5::Row row;
             row.set("shape", shape.name)
                 .set("T", T)
                 .set("gemm", c.gemm.name())
                 .set("format", gemm::weight_format_name(c.format))
-                .set("variant", gemm::variant_name(c.variant))
+                .set("variant", c.variant_name())
                 .set("tile_m", tile)
                 .set("ks", ks)
                 .set("checked", r.checked)
@@ -405,9 +465,13 @@ int sweep_gemm(cli::Args const& args) {
         gemm::DecodeSplit split;
         std::int64_t ctas = 0;
         dev::Graph graph;
+        std::unique_ptr<dev::Buffer> stream_src; // read: the launches' slices, back to back
       };
       std::vector<Built> built;
+      dev::Buffer sink(16);
       for (Config const& c : configs) {
+        if (!c.skip_reason(shape, tile).empty())
+          continue;
         Built b;
         b.c = c;
         auto const& w = weights_of(c);
@@ -421,11 +485,24 @@ int sweep_gemm(cli::Args const& args) {
           b.experts += ex / b.launches;
           b.bytes += ex * static_cast<double>(w.bytes_per_expert()) / b.launches;
         }
-        auto const p0 = params_of(c, layout(0));
-        b.ctas = gemm::num_ctas(p0, c.variant, ctas_per_sm);
-        if (c.variant == gemm::Variant::kSplitK)
-          b.split = gemm::split_of(p0, layout(0).tiles(), b.ctas);
         gemm::DecodeOptions const o = options(c);
+        if (c.read) {
+          // The same mean bytes per launch, each launch on its own slice (no L2 reuse).
+          std::size_t const slice = static_cast<std::size_t>(std::llround(b.bytes / 64.0)) * 64;
+          b.stream_src = std::make_unique<dev::Buffer>(slice * b.launches);
+          b.stream_src->fill(0x5a, s.get());
+          b.graph = dev::Graph(s.get(), [&] {
+            for (int i = 0; i < b.launches; ++i)
+              bench::launch_read_stream(b.stream_src->get<std::uint8_t>() + slice * i, slice,
+                                        sink.get<unsigned>(), s.get());
+          });
+          built.push_back(std::move(b));
+          continue;
+        }
+        auto const p0 = params_of(c, layout(0));
+        b.ctas = gemm::num_ctas(p0, c.variant, o.pdl.ctas_per_sm);
+        if (c.variant == gemm::Variant::kSplitK)
+          b.split = gemm::split_of(p0, layout(0).tiles(), b.ctas, o.split_k);
         b.graph = dev::Graph(
             s.get(),
             [&] {
@@ -449,9 +526,10 @@ int sweep_gemm(cli::Args const& args) {
         Config const& c = b.c;
         auto const st = stats::summarize(us[i]);
         double const gbps = b.bytes / (st.median * 1e3);
-        best_gbps = std::max(best_gbps, gbps);
+        if (c.gemm_math())
+          best_gbps = std::max(best_gbps, gbps);
         stats::RatioEstimate sp{std::nan(""), std::nan(""), std::nan(""), 0};
-        if (c.variant == gemm::Variant::kSplitK && !c.loads_only &&
+        if (c.variant == gemm::Variant::kSplitK && c.gemm_math() &&
             c.format == gemm::WeightFormat::kBf16)
           for (std::size_t j = 0; j < built.size(); ++j) {
             Config const& o = built[j].c;
@@ -459,7 +537,7 @@ int sweep_gemm(cli::Args const& args) {
                 o.pdl == c.pdl)
               sp = stats::paired_ratio(us[j], us[i]);
           }
-        auto const v = c.loads_only ? verdict.end() : verdict.find(vkey(c));
+        auto const v = c.gemm_math() ? verdict.find(vkey(c)) : verdict.end();
         h5::Row row;
         row.set("shape", shape.name)
             .set("H", shape.hidden)
@@ -506,6 +584,7 @@ int sweep_gemm(cli::Args const& args) {
   file.commit(); // a reader accepts only a complete file
   h5::ResultReader const reader(file.path());
   gemm_tables::print_gemm_tables(reader, std::cout);
+  gemm_tables::print_copy_fraction_tables(reader, std::cout);
   if (any_fail) {
     std::fprintf(stderr, "sweep gemm: a GEMM check failed (table /gemm_check)\n");
     return kExitFailure;

@@ -611,7 +611,8 @@ void v2_tables(std::ostringstream& os, std::vector<SweepRow> const& rows, Index 
         {"small_batch_v2_late_trigger", "trigger at entry"},
         {"small_batch_v2_no_shuffle", "shuffle combine"},
         {"small_batch_v2_no_broadcast", "metadata broadcast"},
-        {"small_batch_v2_late_address", "addresses before the wait"},
+        {"small_batch_v2_late_address", "addresses before the wait"}, // files before the anchor left v2
+        {"small_batch_v2_anchor", "compiler-placed addresses"},
         {"small_batch_v2_fi_geometry", "measured geometry"}};
     for (std::string const m : {"a", "b"}) {
       std::map<std::string, std::map<std::int64_t, std::vector<double>>> buy;

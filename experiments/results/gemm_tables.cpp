@@ -1,5 +1,6 @@
 #include "experiments/results/gemm_tables.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -114,14 +115,14 @@ void print_gemm_tables(h5::ResultReader const& file, std::ostream& os) {
     h5::Table const t = file.read_table("gemm_sweep");
     os << "\n"
        << pad("shape", 24) << pad("gemm", 7) << pad("T", 4) << pad("weights", 8)
-       << pad("variant", 14) << pad("mode", 10) << pad("ks", 4) << pad("experts", 9)
+       << pad("variant", 17) << pad("mode", 10) << pad("ks", 4) << pad("experts", 9)
        << pad("MB/launch", 11) << pad("median us", 11) << pad("min us", 9) << pad("GB/s", 7)
        << pad("of copy", 9) << pad("vs tiled", 9) << "check\n";
     for (std::size_t i = 0; i < t.rows; ++i) {
       double const sp = t.reals.at("speedup_vs_tiled")[i];
       os << pad(t.strings.at("shape")[i], 24) << pad(t.strings.at("gemm")[i], 7)
          << pad(std::to_string(t.ints.at("T")[i]), 4) << pad(t.strings.at("format")[i], 8)
-         << pad(t.strings.at("variant")[i], 14) << pad(t.strings.at("mode")[i], 10)
+         << pad(t.strings.at("variant")[i], 17) << pad(t.strings.at("mode")[i], 10)
          << pad(std::to_string(t.ints.at("ks")[i]), 4)
          << pad(fmt("%.1f", t.reals.at("experts")[i]), 9)
          << pad(fmt("%.1f", static_cast<double>(t.ints.at("bytes")[i]) / 1e6), 11)
@@ -141,7 +142,7 @@ void print_gemm_tables(h5::ResultReader const& file, std::ostream& os) {
       fails += !pass;
       os << "  " << pad(c.strings.at("shape")[i], 24) << pad(c.strings.at("gemm")[i], 7)
          << "T=" << pad(std::to_string(c.ints.at("T")[i]), 4) << pad(c.strings.at("format")[i], 6)
-         << pad(c.strings.at("variant")[i], 8)
+         << pad(c.strings.at("variant")[i], 17)
          << "ks=" << pad(std::to_string(c.ints.at("ks")[i]), 3) << "max err "
          << fmt("%.3g", c.reals.at("max_err")[i])
          << " <= " << fmt("%.3g", c.reals.at("tolerance")[i]) << " (peak "
@@ -149,6 +150,76 @@ void print_gemm_tables(h5::ResultReader const& file, std::ostream& os) {
          << (pass ? "pass" : "FAIL") << "\n";
     }
     os << "  " << c.rows << " checks, " << fails << " failed\n";
+  }
+}
+
+bool is_gemm_row(std::string const& variant) {
+  return variant != kSplitkLoads && variant != kReadFloor &&
+         variant.rfind(kLoadsCandidatePrefix, 0) != 0;
+}
+
+void print_copy_fraction_tables(h5::ResultReader const& file, std::ostream& os) {
+  if (!file.has_group("gemm_sweep"))
+    return;
+  h5::Table const t = file.read_table("gemm_sweep");
+  // Blocks (shape, gemm, format) in file order; in each, labels (variant, mode) and T in order.
+  struct Block {
+    std::vector<std::string> labels;
+    std::vector<std::int64_t> tokens;
+    std::map<std::pair<std::string, std::int64_t>, double> fraction;
+  };
+  std::vector<std::tuple<std::string, std::string, std::string>> order;
+  std::map<std::tuple<std::string, std::string, std::string>, Block> blocks;
+  for (std::size_t i = 0; i < t.rows; ++i) {
+    auto const key = std::make_tuple(t.strings.at("shape")[i], t.strings.at("gemm")[i],
+                                     t.strings.at("format")[i]);
+    if (!blocks.count(key))
+      order.push_back(key);
+    Block& b = blocks[key];
+    std::string const label =
+        t.strings.at("variant")[i] + (t.strings.at("mode")[i] == "pdl" ? std::string("/pdl") : "");
+    std::int64_t const T = t.ints.at("T")[i];
+    if (std::find(b.labels.begin(), b.labels.end(), label) == b.labels.end())
+      b.labels.push_back(label);
+    if (std::find(b.tokens.begin(), b.tokens.end(), T) == b.tokens.end())
+      b.tokens.push_back(T);
+    b.fraction[{label, T}] = t.reals.at("copy_fraction")[i];
+  }
+  os << "\nweight-stream bandwidth as % of the copy bandwidth at the start of the run (GEMM "
+        "rows; splitk_loads, sk+loads* and read are diagnostics and never 'best'; target 85%):\n";
+  for (auto const& key : order) {
+    Block const& b = blocks.at(key);
+    os << "\n"
+       << std::get<0>(key) << " " << std::get<1>(key) << " " << std::get<2>(key) << "\n  "
+       << pad("variant", 20);
+    for (std::int64_t T : b.tokens)
+      os << pad("T=" + std::to_string(T), 8);
+    os << "\n";
+    for (std::string const& label : b.labels) {
+      os << "  " << pad(label, 20);
+      for (std::int64_t T : b.tokens) {
+        auto const it = b.fraction.find({label, T});
+        os << pad(it == b.fraction.end() ? std::string("-") : fmt("%.1f", 100.0 * it->second), 8);
+      }
+      os << "\n";
+    }
+    os << "  best:";
+    for (std::int64_t T : b.tokens) {
+      std::string best;
+      double frac = -1;
+      for (std::string const& label : b.labels) {
+        auto const it = b.fraction.find({label, T});
+        if (it != b.fraction.end() && is_gemm_row(label.substr(0, label.find('/'))) &&
+            it->second > frac) {
+          best = label;
+          frac = it->second;
+        }
+      }
+      if (frac >= 0)
+        os << " T=" << T << " " << best << " " << fmt("%.1f%%", 100.0 * frac)
+           << (frac >= 0.85 ? " (>= 85%)" : "") << ";";
+    }
+    os << "\n";
   }
 }
 

@@ -6,6 +6,7 @@
 #include "core/h5store.hpp"
 
 #include <iosfwd>
+#include <string>
 #include <vector>
 
 namespace moefin::gemm_tables {
@@ -13,6 +14,13 @@ namespace moefin::gemm_tables {
 /// The variant name of the split-K diagnostic without math (loads and stores only); the longest
 /// value of the variant columns, which are sized for it.
 inline constexpr char const* kSplitkLoads = "splitk_loads";
+/// The variant name of `sweep gemm --read-floor`: a plain streaming read of a launch's bytes.
+inline constexpr char const* kReadFloor = "read";
+/// The name prefix of the loads-only candidates (kernels/gemm/decode_candidates.hpp).
+inline constexpr char const* kLoadsCandidatePrefix = "sk+loads";
+
+/// Whether rows of this variant are a GEMM (not a diagnostic: splitk_loads, sk+loads..., read).
+bool is_gemm_row(std::string const& variant);
 
 std::vector<h5::Column> gemm_sweep_columns();
 std::vector<h5::Column> gemm_check_columns();
@@ -23,6 +31,9 @@ std::vector<h5::Column> routing_check_columns();
 /// Per (shape, GEMM, T): time, GB/s and share of the copy bandwidth of every (format, variant,
 /// mode), and the splitk/tiled speedup; then the check rows.
 void print_gemm_tables(h5::ResultReader const& file, std::ostream& os);
+/// Per (shape, GEMM, format): the copy fraction of every (variant, mode) at every T, and the
+/// best GEMM row per T (printed last by `sweep gemm`).
+void print_copy_fraction_tables(h5::ResultReader const& file, std::ostream& os);
 /// Per (shape, T): time of every routing implementation, and the check rows.
 void print_routing_tables(h5::ResultReader const& file, std::ostream& os);
 

@@ -181,6 +181,7 @@ struct LayerParams {
   gemm::DecodeGemmParams decode1, decode2; // the same GEMMs for the decode flavours
   activation::ActivationParams act;
   finalize::FinalizeParams fin;
+  finalize::fused::FusedParams fused; // GEMM1 and GEMM2 when finalize runs inside GEMM2
 };
 
 } // namespace
@@ -205,6 +206,7 @@ struct ChainRunner::Impl {
   std::uint64_t* slots = nullptr;   // [iterations][kNumBuffers]
   std::int32_t* stale = nullptr;    // [iterations]
   std::int32_t* recorded = nullptr; // [iterations]
+  std::int32_t* counters = nullptr; // the fused finalize's [T][H / 16] arrival counters
   std::int64_t* stamps[kNumKernels] = {};
   std::int64_t stamp_ctas[kNumKernels] = {};
   std::vector<void*> owned;
@@ -295,6 +297,9 @@ ChainRunner::ChainRunner(LayerWeights const& weights, RunnerOptions const& opt)
   d.slots = static_cast<std::uint64_t*>(d.alloc(iters * kNumBuffers * 8, "checksum slots"));
   d.stale = static_cast<std::int32_t*>(d.alloc(iters * 4, "stale counts"));
   d.recorded = static_cast<std::int32_t*>(d.alloc(iters * 4, "recorded counts"));
+  d.counters = static_cast<std::int32_t*>(
+      d.alloc(static_cast<std::size_t>(finalize::fused::counter_count(opt.tokens, s.hidden)) * 4,
+              "fused finalize counters"));
   gemm::fill_random_bf16(d.hidden, opt.tokens * s.hidden, opt.hidden_seed, 0.05f, 1.0f, 1.0f,
                          d.stream);
   MOEFIN_CUDA_CHECK(cudaMemsetAsync(d.workspace, 0, d.workspace_bytes, d.stream));
@@ -438,6 +443,9 @@ LayerParams ChainRunner::Impl::layer(int it) const {
   f.top_k = s.top_k;
   f.num_rows = max_rows;
   f.weight_type = finalize::WeightType::kBf16;
+  l.fused.fin = f;
+  l.fused.permuted_to_token = r.permuted_to_token;
+  l.fused.counters = counters;
   return l;
 }
 
@@ -468,6 +476,10 @@ void ChainRunner::Impl::enqueue_fill(bool stamps_only) {
     add(slots, iters * kNumBuffers * 8, 0);
     add(stale, iters * 4, 0);
     add(recorded, iters * 4, 0);
+    // Poisoned like the chain's buffers: a fused layer's GEMM1 must clear them (never the fill).
+    add(counters,
+        static_cast<std::size_t>(finalize::fused::counter_count(o.tokens, w->shape().hidden)) * 4,
+        0xffffffffu);
   }
   for (int k = 0; k < kNumKernels; ++k)
     if (stamps[k])
@@ -489,6 +501,10 @@ void ChainRunner::Impl::validate_released(LayerPlan const& plan, LayerParams con
   if (!any)
     return;
   require_released_kernels("--flavour released");
+  // The swapped W1 is made here, before any capture: its allocation and copy kernel cannot be
+  // recorded into the layer's graph (the released chain's first GPU run died of exactly that).
+  if (plan.gate_second)
+    w->w1_gate_second();
   try {
     released_kernels()->check_routing(l0.routing);
   } catch (InputError const& e) {
@@ -538,7 +554,12 @@ void ChainRunner::Impl::enqueue_layer(std::vector<LaunchDescriptor> const& launc
     case Kernel::kGemm1:
     case Kernel::kGemm2: {
       bool const first = d.kernel == Kernel::kGemm1;
-      if (d.impl == kTiledGemmBf16) {
+      if (d.fused) { // the tiled GEMM's fused kernels (make_layer_plan allows no other GEMM)
+        if (first)
+          gemm::run_clearing(l.gemm1, knobs, l.fused, stream);
+        else
+          gemm::run_fused(l.gemm2, knobs, l.fused, stream);
+      } else if (d.impl == kTiledGemmBf16) {
         gemm::GroupedGemmParams g = first ? l.gemm1 : l.gemm2;
         if (d.gate_second)
           g.b = w->w1_gate_second();
@@ -576,6 +597,10 @@ void ChainRunner::Impl::enqueue_layer(std::vector<LaunchDescriptor> const& launc
       c.slots = slots + static_cast<std::size_t>(it) * kNumBuffers;
       c.snapshot = d.snapshot ? snap : nullptr;
       c.expanded_to_permuted = l.routing.expanded_to_permuted;
+      // The stale-read count reads the indices where they are hashed (checksum_kernel).
+      if (static_cast<void const*>(c.buf[static_cast<int>(Buffer::kExpandedToPermuted)].ptr) !=
+          static_cast<void const*>(c.expanded_to_permuted))
+        throw std::logic_error("chain: routing's expanded_to_permuted is not the hashed buffer");
       c.expanded = o.tokens * w->shape().top_k;
       c.stale = stale + it;
       c.recorded = recorded + it;
@@ -604,7 +629,7 @@ cudaGraphExec_t ChainRunner::Impl::graph(ChainConfig const& cfg, bool pdl, Graph
   routing::validate(l0.routing);
   permute::validate(l0.permute);
   LayerPlan const plan = make_layer_plan(cfg, finalize_variant(cfg), w->flavour());
-  if (plan.at(Kernel::kGemm1).impl == kTiledGemmBf16) {
+  if (plan.tiled_gemms()) {
     gemm::validate(l0.gemm1);
     gemm::validate(l0.gemm2);
   } else {
@@ -615,6 +640,8 @@ cudaGraphExec_t ChainRunner::Impl::graph(ChainConfig const& cfg, bool pdl, Graph
   cudaGraph_t g = nullptr;
   bool const checked = kind == GraphKind::kChecked;
   validate_released(plan, l0);
+  if (plan.finalize->inside_gemm2)
+    gemm::validate_fused(l0.gemm2, l0.fused);
   std::vector<LaunchDescriptor> const launches =
       layer_launches(plan, RunFlags{pdl, o.ctas_per_sm, o.max_shared_carveout, checked});
   MOEFIN_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
@@ -648,6 +675,8 @@ BatchResult ChainRunner::run_batch(ChainConfig const& cfg, bool pdl) {
     routing::validate(l0.routing);
     LayerPlan const p = plan(cfg);
     d.validate_released(p, l0);
+    if (p.finalize->inside_gemm2)
+      gemm::validate_fused(l0.gemm2, l0.fused);
     std::vector<LaunchDescriptor> const launches =
         layer_launches(p, RunFlags{pdl, opt_.ctas_per_sm, opt_.max_shared_carveout, true});
     d.stamping = opt_.stamps;
@@ -692,6 +721,15 @@ std::vector<std::uint8_t> ChainRunner::download(Buffer b) const {
   std::vector<std::uint8_t> h(d.buf_bytes[i]);
   MOEFIN_CUDA_CHECK(cudaStreamSynchronize(d.stream));
   MOEFIN_CUDA_CHECK(cudaMemcpy(h.data(), d.buf[i], h.size(), cudaMemcpyDeviceToHost));
+  return h;
+}
+
+std::vector<std::int32_t> ChainRunner::fused_counters() const {
+  Impl const& d = *impl_;
+  std::vector<std::int32_t> h(
+      static_cast<std::size_t>(finalize::fused::counter_count(opt_.tokens, shape().hidden)));
+  MOEFIN_CUDA_CHECK(cudaStreamSynchronize(d.stream));
+  MOEFIN_CUDA_CHECK(cudaMemcpy(h.data(), d.counters, h.size() * 4, cudaMemcpyDeviceToHost));
   return h;
 }
 

@@ -134,6 +134,8 @@ public:
   /// Host copy of buffer b as it is now (after the last replay: the last iteration's values).
   std::vector<std::uint8_t> download(Buffer b) const;
   std::vector<std::uint16_t> hidden_states() const;
+  /// The fused finalize's arrival counters ([T][H / 16]) as the last layer left them.
+  std::vector<std::int32_t> fused_counters() const;
   /// Stamps of the last iteration of the last run_batch or stamp_layers (needs
   /// RunnerOptions::stamps).
   Timeline timeline() const;

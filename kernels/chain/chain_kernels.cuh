@@ -85,6 +85,8 @@ __global__ void checksum_kernel(ChecksumParams p) {
   std::int64_t const end = min(total, begin + per);
   int b = 0;
   std::uint64_t acc = 0;
+  int stale = 0, recorded = 0;
+  constexpr int kE2p = static_cast<int>(Buffer::kExpandedToPermuted);
   for (std::int64_t c = begin + threadIdx.x; c < end; c += blockDim.x) {
     int nb = b;
     while (c >= p.prefix[nb + 1])
@@ -97,6 +99,23 @@ __global__ void checksum_kernel(ChecksumParams p) {
     }
     std::int64_t const local = c - p.prefix[b];
     uint4 const v = __ldcg(p.buf[b].ptr + local);
+    // Finalize's pre-wait reads against the indices as this thread loaded them, before it
+    // poisons the chunk (a separate pass could read a chunk another CTA already poisoned: the
+    // released chain's first run counted every iteration but the last stale that way).
+    if (b == kE2p && p.snapshot != nullptr) {
+      std::uint32_t const got[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        std::int64_t const e = 4 * local + j;
+        if (e >= p.expanded)
+          break;
+        std::int32_t const snap = __ldcg(p.snapshot + e);
+        if (snap == kSnapshotUnset)
+          continue;
+        ++recorded;
+        stale += snap != static_cast<std::int32_t>(got[j]);
+      }
+    }
     if (p.repoison) // only this thread touches the chunk
       __stcg(const_cast<uint4*>(p.buf[b].ptr + local), make_uint4(~0u, ~0u, ~0u, ~0u));
     acc += word_hash(b, 4 * local, v.x) + word_hash(b, 4 * local + 1, v.y) +
@@ -107,20 +126,10 @@ __global__ void checksum_kernel(ChecksumParams p) {
   __syncthreads();
   if (threadIdx.x < kNumBuffers && sums[threadIdx.x])
     atomicAdd(reinterpret_cast<unsigned long long*>(&p.slots[threadIdx.x]), sums[threadIdx.x]);
-  if (blockIdx.x == 0 && p.snapshot != nullptr) {
-    int stale = 0, recorded = 0;
-    for (std::int64_t e = threadIdx.x; e < p.expanded; e += blockDim.x) {
-      std::int32_t const s = __ldcg(p.snapshot + e);
-      if (s == kSnapshotUnset)
-        continue;
-      ++recorded;
-      stale += s != __ldcg(p.expanded_to_permuted + e);
-    }
-    if (recorded)
-      atomicAdd(p.recorded, recorded);
-    if (stale)
-      atomicAdd(p.stale, stale);
-  }
+  if (recorded)
+    atomicAdd(p.recorded, recorded);
+  if (stale)
+    atomicAdd(p.stale, stale);
 }
 
 } // namespace moefin::chain

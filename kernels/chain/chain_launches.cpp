@@ -9,7 +9,7 @@ std::vector<LaunchDescriptor> layer_launches(LayerPlan const& plan, RunFlags con
     throw std::logic_error("layer_launches: incomplete layer plan");
   std::vector<LaunchDescriptor> out;
   for (KernelPlan const& k : plan.kernels) {
-    if (k.kernel == Kernel::kChecksum && !run.checked)
+    if ((k.kernel == Kernel::kChecksum && !run.checked) || !k.launched)
       continue;
     LaunchDescriptor d;
     d.kernel = k.kernel;
@@ -25,6 +25,9 @@ std::vector<LaunchDescriptor> layer_launches(LayerPlan const& plan, RunFlags con
     d.released = k.released;
     d.repoison = k.kernel == Kernel::kChecksum && plan.repoison;
     d.gate_second = k.kernel == Kernel::kGemm1 && plan.gate_second;
+    // Finalize inside GEMM2: GEMM1 clears the arrival counters, GEMM2 reduces.
+    d.fused =
+        plan.finalize->inside_gemm2 && (k.kernel == Kernel::kGemm1 || k.kernel == Kernel::kGemm2);
     if (k.kernel == Kernel::kFinalize) {
       d.finalize.variant = plan.finalize;
       d.finalize.metadata_before_wait = plan.meta_allowed;

@@ -33,6 +33,9 @@ struct LaunchDescriptor {
   bool released = false; // the released kernel of this slot (KernelPlan::released)
   bool repoison = false; // checksum: poison what it hashed (LayerPlan::repoison)
   bool gate_second = false; // GEMM1 reads W1 with its row halves swapped (LayerPlan::gate_second)
+  // GEMM1 and GEMM2 of a layer whose finalize runs inside GEMM2: gemm::run_clearing and
+  // gemm::run_fused instead of gemm::run.
+  bool fused = false;
 };
 
 /// The launches of one layer of `plan` under `run`, in stream order.

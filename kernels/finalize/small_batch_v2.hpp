@@ -9,7 +9,8 @@
 //   - the top-K groups of a chunk in adjacent lanes, combined by warp shuffles (no shared
 //     memory, no __syncthreads);
 //   - metadata broadcast: a warp reads the token's K indices and weights once, one per lane;
-//   - row addresses computed before the wait, so the GEMM-output loads issue right after it;
+//   - row addresses placed by the compiler: forcing them before the wait (the anchor of
+//     small_batch_v2_anchor) measured 3-4% slower in mode b, no faster in mode a;
 //   - trigger placement from the table (entry unless exit was measured faster in mode b);
 //   - lean instantiations (finalize_kernels.cuh, "Knob sets"), fused multiply-adds.
 // Host-visible header: no CUDA.
@@ -92,12 +93,14 @@ char const* table_source();
 enum Ingredient : std::uint32_t {
   kShuffle = 1,      // small_batch_v2_no_shuffle: combine through shared memory, __syncthreads
   kBroadcast = 2,    // small_batch_v2_no_broadcast: every thread reads its experts' metadata
-  kEarlyAddress = 4, // small_batch_v2_late_address: no anchor, the compiler places the addresses
+  kAnchor = 4,    // small_batch_v2_anchor: ADDS the address anchor (row addresses forced before
+                  // the wait); measured slower in mode b, so small_batch_v2 goes without it
 };
 
 /// Whether `v` is one of small_batch_v2's registry entries (small_batch_v2_dispatch.cu).
 bool is_v2(FinalizeVariant const& v);
-/// The ingredients the entry switches off (Ingredient bits; 0 for small_batch_v2 itself).
+/// The ingredients the entry switches off, or for kAnchor adds (Ingredient bits; 0 for
+/// small_batch_v2 itself).
 std::uint32_t ablation_bits(FinalizeVariant const& v);
 /// The geometry of the entries: Options::v2_chunks/v2_loads when set (the candidates), the
 /// released geometry for small_batch_v2_fi_geometry, else the policy table (whose trigger

@@ -67,8 +67,8 @@ void launch_v2(FinalizeParams const& p, Options const& o, LaunchPlan const& lp, 
         case v2::kBroadcast:
           go(kernels::finalize_small_batch_v2<kL, Entry, v2::kBroadcast>, Entry{});
           return;
-        case v2::kEarlyAddress:
-          go(kernels::finalize_small_batch_v2<kL, Entry, v2::kEarlyAddress>, Entry{});
+        case v2::kAnchor:
+          go(kernels::finalize_small_batch_v2<kL, Entry, v2::kAnchor>, Entry{});
           return;
         default:
           throw InputError("small_batch_v2: no lean kernel for ablation bits " +
@@ -105,7 +105,7 @@ FinalizeVariant ablation(std::string name, Trigger trigger, int order, std::stri
 // its late-trigger ablation) with Options::v2_chunks and v2_loads.
 Registrar const kV2(entry("small_batch_v2", Trigger::kEntry, 110,
                           "moefin's small-batch kernel: measured geometry, shuffle combine, "
-                          "metadata broadcast, addresses before the wait"));
+                          "metadata broadcast, compiler-placed addresses"));
 Registrar const kV2LateTrigger(ablation("small_batch_v2_late_trigger", Trigger::kExit, 111,
                                         "early trigger",
                                         "small_batch_v2 triggering at its CTAs' exit"));
@@ -115,9 +115,10 @@ Registrar const kV2NoShuffle(ablation("small_batch_v2_no_shuffle", Trigger::kEnt
 Registrar const kV2NoBroadcast(ablation("small_batch_v2_no_broadcast", Trigger::kEntry, 113,
                                         "metadata broadcast",
                                         "small_batch_v2, every thread reading its metadata"));
-Registrar const kV2LateAddress(ablation("small_batch_v2_late_address", Trigger::kEntry, 114,
-                                        "addresses before the wait",
-                                        "small_batch_v2 without the address anchor"));
+Registrar const kV2Anchor(ablation("small_batch_v2_anchor", Trigger::kEntry, 114,
+                                   "compiler-placed addresses",
+                                   "small_batch_v2 with the address anchor (addresses before the "
+                                   "wait)"));
 Registrar const kV2FiGeometry(ablation("small_batch_v2_fi_geometry", Trigger::kEntry, 115,
                                        "measured geometry",
                                        "small_batch_v2 in the released kernel's geometry"));

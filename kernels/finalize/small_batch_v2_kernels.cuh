@@ -135,7 +135,8 @@ __global__ void __launch_bounds__(kV2MaxThreads, 1)
 
   if (k.meta_first())
     read_metadata();
-  if (k.meta_first() && v2_on<K, kOff>(a, v2::kEarlyAddress)) {
+  // The anchor is the one bit that adds instead of removing (small_batch_v2_anchor).
+  if (k.meta_first() && !v2_on<K, kOff>(a, v2::kAnchor)) {
     addresses();
     // ptxas keeps memory operations on their side of griddepcontrol.wait but moves arithmetic
     // across it (without this, the address arithmetic lands after the wait). A shared-memory

@@ -199,8 +199,8 @@ std::uint32_t ablation_bits(FinalizeVariant const& v) {
     return kShuffle;
   if (v.name == "small_batch_v2_no_broadcast")
     return kBroadcast;
-  if (v.name == "small_batch_v2_late_address")
-    return kEarlyAddress;
+  if (v.name == "small_batch_v2_anchor")
+    return kAnchor;
   return 0;
 }
 

@@ -52,12 +52,16 @@ struct DecodeOptions {
   // kSplitK: CTAs launched, 1..num_ctas (0: num_ctas). The split stays planned for num_ctas's
   // grid (DecodeLaunch::plan_grid), so the output bits do not depend on it.
   std::int64_t grid_ctas = 0;
+  // Candidate (kernels/gemm/decode_candidates.hpp; fp4 at tile 16, with math): a pipeline of
+  // DecodePolicy::kDeepStages stages, twice the weight bytes in flight per warp, one CTA per SM.
+  bool deep = false;
 };
 
 /// Throws InputError naming the field: the grouped GEMM's limits of gemm::validate for kTiled
 /// (and bf16 weights); for kSplitK n a multiple of 32, k of step_k (32 bf16, 128 fp4), tile_m 8
 /// or 16, max_rows a multiple of tile_m, ldc >= n, pointers set (scales and global_scale for
-/// fp4), a forced split_k that divides the k steps, grid_ctas in 0..num_ctas (kTiled: 0).
+/// fp4), a forced split_k that divides the k steps, grid_ctas in 0..num_ctas (kTiled: 0), deep
+/// only for fp4 at tile 16 with math and one CTA per SM.
 void validate(DecodeGemmParams const& p, Variant v, DecodeOptions const& o = {});
 
 /// CTAs of the launch: one resident wave of `ctas_per_sm` (0: the variant's policy) per SM.

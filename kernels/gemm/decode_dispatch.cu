@@ -22,9 +22,9 @@ void validate(DecodeGemmParams const& p, Variant v, DecodeOptions const& o) {
     if (p.format != WeightFormat::kBf16)
       reject(std::string("variant tiled reads bf16 weights only, not ") +
              weight_format_name(p.format));
-    if (o.weights_before_wait || o.split_k != 0 || o.loads_only || o.grid_ctas != 0)
-      reject("weights_before_wait, split_k, loads_only and grid_ctas apply to variant splitk "
-             "only");
+    if (o.weights_before_wait || o.split_k != 0 || o.loads_only || o.deep || o.grid_ctas != 0)
+      reject("weights_before_wait, split_k, loads_only, deep and grid_ctas apply to variant "
+             "splitk only");
     validate(p.gemm);
     return;
   }
@@ -46,6 +46,9 @@ void validate(DecodeGemmParams const& p, Variant v, DecodeOptions const& o) {
     reject("a buffer pointer is null");
   if (o.loads_only && p.gemm.tile_m != 16)
     reject("loads_only is built for tile_m 16 only");
+  if (o.deep && (p.format != WeightFormat::kFp4 || p.gemm.tile_m != 16 || o.loads_only ||
+                 o.pdl.ctas_per_sm > 1))
+    reject("deep is built for fp4 weights at tile_m 16, with math, one CTA per SM");
   if (p.format == WeightFormat::kFp4 && (!p.scales || !p.global_scale))
     reject("fp4 weights need scales and global_scale");
   if (o.grid_ctas < 0)
@@ -87,7 +90,8 @@ void run_decode(DecodeGemmParams const& p, Variant v, DecodeOptions const& o, St
            std::to_string(wave) + " CTAs");
   dim3 const grid(static_cast<unsigned>(o.grid_ctas > 0 ? o.grid_ctas : wave));
   PdlDevice const k = pdl_device(o.pdl, kDefaultTrigger);
-  std::size_t const smem = DecodePolicy::smem_bytes(p.format, p.gemm.tile_m);
+  std::size_t const smem =
+      DecodePolicy::smem_bytes(p.format, p.gemm.tile_m, o.deep ? DecodePolicy::kDeepStages : 0);
   auto launch = [&](auto kernel) {
     set_shared_memory(kernel, o.pdl.max_shared_carveout, smem);
     DecodeLaunch const args{o.split_k, o.weights_before_wait ? 1 : 0,
@@ -95,7 +99,9 @@ void run_decode(DecodeGemmParams const& p, Variant v, DecodeOptions const& o, St
     launch_kernel(kernel, grid, dim3(DecodePolicy::kThreads), smem, stream, o.pdl.pdl, p, args, k);
   };
   bool const fp4 = p.format == WeightFormat::kFp4;
-  if (o.loads_only)
+  if (o.deep)
+    launch(decode_gemm_deep_kernel);
+  else if (o.loads_only)
     fp4 ? launch(decode_gemm_kernel<WeightFormat::kFp4, 2, false>)
         : launch(decode_gemm_kernel<WeightFormat::kBf16, 2, false>);
   else if (p.gemm.tile_m == 8)

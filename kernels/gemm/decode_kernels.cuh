@@ -62,16 +62,18 @@ template <WeightFormat kF> struct Stage {
 
 } // namespace decode
 
-/// kNT n8 token tiles per row tile (tile_m = 8 kNT). See decode.hpp for the work division and
-/// the top of this file for the operand layout. kMath false is the diagnostic that makes every
-/// load and store but no dequantization or MMA (DecodeOptions::loads_only).
-template <WeightFormat kF, int kNT, bool kMath = true>
-__global__ void __launch_bounds__(DecodePolicy::kThreads, 2)
-    decode_gemm_kernel(DecodeGemmParams p, DecodeLaunch launch, PdlDevice k) {
+namespace decode {
+
+/// The kernel body: kNT n8 token tiles per row tile (tile_m = 8 kNT), kS pipeline stages per
+/// warp. See decode.hpp for the work division and the top of this file for the operand layout.
+/// kMath false is the diagnostic that makes every load and store but no dequantization or MMA
+/// (DecodeOptions::loads_only).
+template <WeightFormat kF, int kNT, bool kMath, int kS>
+__device__ __forceinline__ void gemm_body(DecodeGemmParams const& p, DecodeLaunch launch,
+                                          PdlDevice const& k) {
   int const forced_ks = launch.forced_ks;
   int const weights_before_wait = launch.weights_before_wait;
   constexpr bool kFp4 = kF == WeightFormat::kFp4;
-  constexpr int kS = DecodePolicy::stages(kF);
   constexpr int kM = DecodePolicy::kM16;
   constexpr int kTile = 8 * kNT;
   constexpr int kStep = DecodePolicy::step_k(kF);
@@ -432,6 +434,22 @@ __global__ void __launch_bounds__(DecodePolicy::kThreads, 2)
   }
   cp_async_wait<0>();
   pdl_exit(k);
+}
+
+} // namespace decode
+
+/// The split-K decode GEMM at the default depth, two CTAs per SM possible (the chain's kernel).
+template <WeightFormat kF, int kNT, bool kMath = true>
+__global__ void __launch_bounds__(DecodePolicy::kThreads, 2)
+    decode_gemm_kernel(DecodeGemmParams p, DecodeLaunch launch, PdlDevice k) {
+  decode::gemm_body<kF, kNT, kMath, DecodePolicy::stages(kF)>(p, launch, k);
+}
+
+/// DecodeOptions::deep: fp4 at tile 16 with DecodePolicy::kDeepStages stages (one CTA per SM,
+/// so the register limit of two CTAs does not apply).
+__global__ void __launch_bounds__(DecodePolicy::kThreads, 1)
+    decode_gemm_deep_kernel(DecodeGemmParams p, DecodeLaunch launch, PdlDevice k) {
+  decode::gemm_body<WeightFormat::kFp4, 2, true, DecodePolicy::kDeepStages>(p, launch, k);
 }
 
 /// One 16-weight block per thread step: the seeded quantizer of core/fp4.hpp.

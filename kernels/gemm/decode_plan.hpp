@@ -26,6 +26,9 @@ struct DecodePolicy {
   /// Stages per warp, stages - 1 in flight: 4 x 2 KiB of weights (+ 256 B of fp4 scales) per
   /// warp, 64-72 KiB per SM, about the bandwidth-latency product of an H200 SM.
   static constexpr int stages(WeightFormat) { return 5; }
+  /// Stages of the `deep` launch (DecodeOptions::deep, fp4 at tile 16): 8 x 2.25 KiB in flight
+  /// per warp, twice the default, in 187 KiB of shared memory (one CTA per SM).
+  static constexpr int kDeepStages = 9;
   /// Shared memory of one warp's stage: weights, then (fp4) the scales.
   static constexpr int stage_bytes(WeightFormat f) {
     return kM16 * 2 * 16 * 32 + (f == WeightFormat::kFp4 ? kM16 * 4 * 32 : 0);
@@ -35,10 +38,10 @@ struct DecodePolicy {
   /// Dynamic shared memory of a CTA: the warps' stages, a word per lane and stage of unit
   /// metadata (expert, real token rows), and the fp32 partial sums the k-split warps combine
   /// (111 KiB for fp4 at tile 16: two CTAs, of this GEMM and of the kernel after it, fit on
-  /// one SM).
-  static constexpr std::size_t smem_bytes(WeightFormat f, std::int64_t tile_m) {
+  /// one SM); `depth` > 0 replaces stages(f) (kDeepStages: 187 KiB).
+  static constexpr std::size_t smem_bytes(WeightFormat f, std::int64_t tile_m, int depth = 0) {
     return static_cast<std::size_t>(kWarps) *
-           (static_cast<std::size_t>(stages(f)) * (stage_bytes(f) + 128) +
+           (static_cast<std::size_t>(depth > 0 ? depth : stages(f)) * (stage_bytes(f) + 128) +
             32u * static_cast<std::size_t>(kM16 * token_tiles(tile_m) * 4) * 4u);
   }
 };

@@ -12,6 +12,7 @@
 
 #include "core/ops/gemm_params.hpp"
 #include "core/ops/pdl_knobs.hpp"
+#include "kernels/finalize/fused_finalize.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -52,6 +53,21 @@ void validate(GroupedGemmParams const& p);
 /// CTAs of the launch: one resident wave of `ctas_per_sm` (0: the policy's) per SM.
 std::int64_t num_ctas(GroupedGemmParams const& p, int ctas_per_sm = 0);
 void run(GroupedGemmParams const& p, PdlKnobs const& knobs, Stream stream);
+
+/// What the kernel does besides the GEMM: nothing, clear the fused finalize's arrival counters
+/// after its wait (GEMM1 of a fused layer), or the finalize reduction in its epilogue (GEMM2).
+enum class Epilogue : int { kPlain = 0, kClearCounters, kFinalize };
+
+/// GEMM2 with the finalize reduction in its epilogue (kernels/finalize/fused_finalize.hpp):
+/// writes c and f.fin.out, counting on f.counters (cleared by the layer's GEMM1). Row tiles 16
+/// and 32 only (the decode tiles). InputError when `f` does not describe this GEMM's output.
+void validate_fused(GroupedGemmParams const& p, finalize::fused::FusedParams const& f);
+void run_fused(GroupedGemmParams const& p, PdlKnobs const& knobs,
+               finalize::fused::FusedParams const& f, Stream stream);
+/// GEMM1 of a fused layer: the GEMM, and f.counters (counter_count(f.fin.num_tokens,
+/// f.fin.hidden) of them) set to zero after its wait. Row tiles 16 and 32 only.
+void run_clearing(GroupedGemmParams const& p, PdlKnobs const& knobs,
+                  finalize::fused::FusedParams const& f, Stream stream);
 
 /// Fills n bf16 values, seeded, uniform in +-[lo, hi] * scale (never zero for lo > 0), with a
 /// hash of (seed, index) on the device: weights of GBs without a host copy.

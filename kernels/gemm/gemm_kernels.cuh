@@ -10,6 +10,7 @@
 
 #include "core/router_scores.hpp"
 #include "kernels/common/pdl_stage.cuh"
+#include "kernels/finalize/fused_finalize.cuh"
 #include "kernels/gemm/gemm.hpp"
 #include "kernels/gemm/mma.cuh"
 
@@ -24,9 +25,10 @@ namespace moefin::gemm {
 /// k steps, kS - 1 of them in flight ahead of the MMAs, through its own slots of shared memory:
 /// every thread reads back only what its own copies wrote, so no barrier is needed, and the
 /// bytes in flight do not depend on the L1 size that the SM's carveout leaves.
-template <int kM>
-__global__ void __launch_bounds__(Policy::kThreads)
-    grouped_gemm_kernel(GroupedGemmParams p, PdlDevice k) {
+/// kE: what else the kernel does (Epilogue); `f` is read only by the fused ones.
+template <int kM, Epilogue kE>
+__device__ __forceinline__ void grouped_gemm_body(GroupedGemmParams const& p, PdlDevice const& k,
+                                                  finalize::fused::FusedParams const& f) {
   constexpr std::int64_t kTile = 16 * kM;
   constexpr int kN8 = Policy::kWarpCols / 8;
   constexpr int kG = Policy::group_steps(kTile);
@@ -36,6 +38,9 @@ __global__ void __launch_bounds__(Policy::kThreads)
   extern __shared__ uint4 stage_smem[];
   pdl_enter(k);
   pdl_wait_point(k);
+  if constexpr (kE == Epilogue::kClearCounters)
+    finalize::fused::clear_counters(f.counters,
+                                    finalize::fused::counter_count(f.fin.num_tokens, f.fin.hidden));
   int const lane = threadIdx.x & 31;
   int const g = lane >> 2, q = lane & 3;
   // Slot i of stage st of this thread: mine[(st * kSlots + i) * 32].
@@ -167,12 +172,36 @@ __global__ void __launch_bounds__(Policy::kThreads)
           *reinterpret_cast<__nv_bfloat162*>(c + (r + 8) * p.ldc + col) =
               __floats2bfloat162_rn(acc[m][j][2], acc[m][j][3]);
         }
+      if constexpr (kE == Epilogue::kFinalize) {
+        static_assert(Policy::kWarpCols == finalize::fused::kSliceCols, "one counter per item");
+        constexpr int kRows = kTile < 32 ? static_cast<int>(kTile) : 32;
+#pragma unroll
+        for (int r = 0; r < kTile; r += kRows)
+          finalize::fused::finish_rows<kRows>(f, row0 + r, col0, lane);
+      }
     }
     group = 0;
     item += stride;
   }
   cp_async_wait<0>();
+  if constexpr (kE == Epilogue::kFinalize)
+    finalize::fused::zero_unrouted(f, first, stride, lane);
   pdl_exit(k);
+}
+
+template <int kM>
+__global__ void __launch_bounds__(Policy::kThreads)
+    grouped_gemm_kernel(GroupedGemmParams p, PdlDevice k) {
+  grouped_gemm_body<kM, Epilogue::kPlain>(p, k, finalize::fused::FusedParams{});
+}
+
+/// The layer's two GEMMs when finalize runs inside GEMM2 (kernels/finalize/fused_finalize.hpp):
+/// GEMM1 clears the arrival counters, GEMM2 reduces in its epilogue. A kernel of its own, so
+/// that the plain one (and its audited SASS) stays as it is.
+template <int kM, Epilogue kE>
+__global__ void __launch_bounds__(Policy::kThreads)
+    grouped_gemm_fused_kernel(GroupedGemmParams p, PdlDevice k, finalize::fused::FusedParams f) {
+  grouped_gemm_body<kM, kE>(p, k, f);
 }
 
 __global__ void fill_random_bf16_kernel(__nv_bfloat16* dst, std::int64_t n, std::uint64_t seed,

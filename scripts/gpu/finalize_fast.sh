@@ -27,6 +27,14 @@
 #   FINALIZE_FAST_SKIP       phases to leave out, comma list of tests, check, sanitize,
 #                            candidates, compare, race (e.g. "compare,race" to measure the
 #                            policy in one call and time the rebuilt table in the next)
+#   FINALIZE_FAST_CAND_TOKENS  token counts of the candidate sweep (default 1,2,3,4,5,6,7,8;
+#                            'regime' = the regime's 1,2,4..256 plus each H's last T, to extend
+#                            the table beyond T = 8); FINALIZE_FAST_CAND_ALSO = variants timed in
+#                            the same rounds as the candidates (e.g. fi_small_batch,small_batch:
+#                            what the table has to beat), none by default
+#   FINALIZE_FAST_CAND_MAX_S   cap of the candidate sweep in seconds (default 65)
+#   FINALIZE_FAST_CAND_PRIOR   earlier candidate files the table is made from as well (space
+#                            list; this run's rows win where both measured a shape)
 #   FINALIZE_FAST_BUDGET_S   seconds of runs after the build (default 300); each phase is skipped
 #                            with a line in the log when it does not fit, the sweeps stop cleanly
 #                            at --max-minutes; FINALIZE_FAST_RESUME_DIR = a copy of an earlier
@@ -41,7 +49,7 @@ cd "$(dirname "$0")/../.." || exit 1
 : "${OUT:?set OUT to the folder whose files come back}"
 budget=${FINALIZE_FAST_BUDGET_S:-300}
 prev=${FINALIZE_FAST_RESUME_DIR:-}
-variants=${FINALIZE_FAST_VARIANTS:-small_batch,small_batch_v2,small_batch_v2_late_trigger,small_batch_v2_no_shuffle,small_batch_v2_no_broadcast,small_batch_v2_late_address,small_batch_v2_fi_geometry}
+variants=${FINALIZE_FAST_VARIANTS:-small_batch,small_batch_v2,small_batch_v2_late_trigger,small_batch_v2_no_shuffle,small_batch_v2_no_broadcast,small_batch_v2_anchor,small_batch_v2_fi_geometry}
 released=${FINALIZE_FAST_RELEASED:-fi_small_batch}
 mkdir -p "$OUT"
 if [[ -n $prev && -d $prev ]]; then
@@ -114,7 +122,7 @@ if want tests && fits 60 "gpu tests"; then
 fi
 check=$OUT/finalize_fast_check.h5
 v2_names=small_batch_v2,small_batch_v2_late_trigger,small_batch_v2_no_shuffle
-v2_names+=,small_batch_v2_no_broadcast,small_batch_v2_late_address,small_batch_v2_fi_geometry
+v2_names+=,small_batch_v2_no_broadcast,small_batch_v2_anchor,small_batch_v2_fi_geometry
 if want check && fits 35 check; then
   # shellcheck disable=SC2046
   logged 35 "$bin" check finalize --variants "$v2_names" --hidden 1024,2880,7168 \
@@ -142,15 +150,16 @@ done
 # 3. The policy measurement, then the table and a rebuild with it.
 cand=$OUT/finalize_fast_candidates.h5
 # shellcheck disable=SC2054
-grid=(--hidden 1024,2048,2880,3584,4096,5120,6144,7168 --tokens 1,2,3,4,5,6,7,8
+grid=(--hidden 1024,2048,2880,3584,4096,5120,6144,7168 --tokens "${FINALIZE_FAST_CAND_TOKENS:-1,2,3,4,5,6,7,8}"
       --top-k 6,8,10,16,22,32 --weights bf16 --l2 hot --rounds 3 --launches 30 --repeat-shapes 0)
 # Seconds the phases after the candidates need (the table, the comparison, the race cells).
 later=15
 [[ $skip != *,compare,* ]] && later=140
-if want candidates && fits 70 "candidate sweep"; then
+cand_s=${FINALIZE_FAST_CAND_MAX_S:-65} # the candidate sweep's cap in seconds
+if want candidates && fits $((cand_s + 5)) "candidate sweep"; then
   # shellcheck disable=SC2046
-  logged 80 "$bin" sweep finalize --variants small_batch_v2/candidates --modes a,b "${grid[@]}" \
-    --max-minutes "$(minutes "$later" 65)" $(io "$cand")
+  logged $((cand_s + 15)) "$bin" sweep finalize --variants "small_batch_v2/candidates${FINALIZE_FAST_CAND_ALSO:+,$FINALIZE_FAST_CAND_ALSO}" --modes a,b "${grid[@]}" \
+    --max-minutes "$(minutes "$later" "$cand_s")" $(io "$cand")
 fi
 # The exit trigger of every candidate in mode b, only when it leaves the later phases their time.
 if [[ -f $cand ]] && [[ $skip != *,candidates,* ]] && fits $((35 + later)) "candidate sweep (exit trigger)"; then
@@ -159,7 +168,7 @@ if [[ -f $cand ]] && [[ $skip != *,candidates,* ]] && fits $((35 + later)) "cand
 fi
 table=$OUT/small_batch_v2_table.hpp
 # Run in $OUT so that the table's provenance names the file as it comes back (with its sha256).
-if [[ -f $cand && $skip != *,candidates,* ]] && (cd "$OUT" && python3 "$OLDPWD/scripts/v2_policy.py" "$(basename "$cand")" \
+if [[ -f $cand && $skip != *,candidates,* ]] && (cd "$OUT" && python3 "$OLDPWD/scripts/v2_policy.py" ${FINALIZE_FAST_CAND_PRIOR:-} "$(basename "$cand")" \
   --out "$table") >>"$log" 2>&1; then
   cp "$table" kernels/finalize/small_batch_v2_table.hpp
   if [[ -f $build/CMakeCache.txt ]]; then

@@ -14,6 +14,10 @@ USAGE = [
     (("sweep", "gemm", "--ctas-per-sm", "9"), "--ctas-per-sm"),
     (("sweep", "gemm", "--check-tokens", "99"), "--check-tokens"),
     (("sweep", "gemm", "--shapes", "H100/I1/E1/top-2"), "H100/I1/E1/top-2"),
+    (("sweep", "gemm", "--candidates", "ks3"), "--candidates"),
+    (("sweep", "gemm", "--candidates", "cta2+ks4+ks8"), "--candidates"),
+    (("sweep", "gemm", "--candidates", "ks4,ks4"), "--candidates"),
+    (("sweep", "gemm", "--candidates", "ks4", "--variants", "tiled"), "--candidates"),
     (("sweep", "routing", "--impls", "nope"), "--impls"),
     (("sweep", "routing", "--tokens", "0"), "--tokens"),
     (("sweep", "routing", "--tile", "0"), "--tile"),
@@ -56,3 +60,19 @@ def test_the_estimate_counts_the_selected_configurations(moefin):
     assert fp4[2] < bf16[2] < full[2] and fp4[2] + bf16[2] == full[2]
     assert counts("--shapes", "top-8", "--tokens", "1,4")[:2] == (1, 2)
     assert counts("--modes", "isolated")[2] < full[2]
+
+
+def test_candidates_add_configurations_and_name_the_ones_a_shape_cannot_run(moefin):
+    def run_estimate(*flags):
+        return run(moefin, "sweep", "gemm", "--estimate", "--shapes", "top-22", *flags).stdout
+
+    def configs(out):
+        return int(re.search(r"x (\d+) configurations", out).group(1))
+
+    plain = run_estimate()
+    # ks4: GEMM1/GEMM2 x bf16/fp4 x isolated/pdl; loads+cta2: isolated only; read: one per pair.
+    more = run_estimate("--candidates", "ks4,loads+cta2", "--read-floor")
+    assert configs(more) == configs(plain) + 8 + 4 + 4
+    # fp4 GEMM2 of top-22 has 10 k steps (k = 1280): ks4 is skipped there, and said so once.
+    skipped = [line for line in more.splitlines() if "skipped" in line]
+    assert len(skipped) == 1 and "gemm2 fp4 sk+ks4" in skipped[0] and "10 k steps" in skipped[0]

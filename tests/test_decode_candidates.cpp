@@ -1,0 +1,112 @@
+#define BOOST_TEST_MODULE decode_candidates
+#include <boost/test/unit_test.hpp>
+
+#include "core/ops/errors.hpp"
+#include "kernels/gemm/decode_candidates.hpp"
+
+#include <string>
+
+// The candidate policies of `sweep gemm --candidates` (kernels/gemm/decode_candidates.hpp):
+// their names are the variant column, so equal knobs must give one name and a bad spec must
+// stop the sweep before the GPU run, naming the flag.
+
+using namespace moefin;
+using namespace moefin::gemm;
+
+namespace {
+
+bool names_flag(InputError const& e) {
+  return std::string(e.what()).find("--candidates") != std::string::npos;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(knobs_in_any_order_give_one_canonical_name) {
+  DecodeCandidate const a = parse_candidate("ks8+cta2", "--candidates");
+  DecodeCandidate const b = parse_candidate("cta2+ks8", "--candidates");
+  BOOST_TEST(a.name == "sk+cta2+ks8");
+  BOOST_TEST(b.name == a.name);
+  BOOST_TEST(a.split_k == 8);
+  BOOST_TEST(a.ctas_per_sm == 2);
+  BOOST_TEST(!a.loads_only);
+  DecodeCandidate const l = parse_candidate("cta2+loads", "--candidates");
+  BOOST_TEST(l.name == "sk+loads+cta2");
+  BOOST_TEST(l.loads_only);
+  BOOST_TEST(l.split_k == 0);
+  BOOST_TEST(parse_candidate("ks1", "--candidates").split_k == 1);
+  BOOST_TEST(parse_candidate("ks2", "--candidates").ctas_per_sm == 0);
+}
+
+BOOST_AUTO_TEST_CASE(bad_specs_are_input_errors_naming_the_flag) {
+  for (char const* spec :
+       {"", "ks3", "cta4", "cta2+cta2", "ks2+ks4", "ks4+", "+ks4", "ks4++cta2", "deep+cta2",
+        "loads+deep", "deep+deep", "loads+cta2+ks8"}) // the last one: a name of 17 characters
+    BOOST_CHECK_EXCEPTION(parse_candidate(spec, "--candidates"), InputError, names_flag);
+  for (char const* list : {"ks4,ks4", "ks8+cta2,cta2+ks8", "ks4,", ",", "ks4,,ks8"})
+    BOOST_CHECK_EXCEPTION(parse_candidates(list, "--candidates"), InputError, names_flag);
+  BOOST_TEST(parse_candidates("none", "--candidates").empty());
+}
+
+BOOST_AUTO_TEST_CASE(the_default_list_parses_and_every_name_fits_the_variant_column) {
+  auto const all = parse_candidates(kDefaultCandidates, "--candidates");
+  BOOST_TEST(all.size() == 9u);
+  for (auto const& c : all) {
+    BOOST_TEST(c.name.size() <= kMaxCandidateName, c.name);
+    BOOST_TEST(c.name.rfind("sk+", 0) == 0u, c.name);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_split_that_does_not_divide_the_k_steps_is_skipped_with_the_reason) {
+  auto const ks8 = parse_candidate("ks8", "--candidates");
+  auto const ks2 = parse_candidate("ks2", "--candidates");
+  // fp4 steps of 128 k: k = 512 has 4 steps (ks8 no), k = 1280 has 10 (ks2 yes, ks4 no).
+  std::string const why = candidate_skip_reason(ks8, WeightFormat::kFp4, 512, 16);
+  BOOST_TEST(why.find("4 k steps") != std::string::npos, why);
+  BOOST_TEST(candidate_skip_reason(ks2, WeightFormat::kFp4, 1280, 16).empty());
+  BOOST_TEST(
+      !candidate_skip_reason(parse_candidate("ks4", "--candidates"), WeightFormat::kFp4, 1280, 16)
+           .empty());
+  // bf16 steps of 32 k: k = 512 has 16 steps, ks8 runs.
+  BOOST_TEST(candidate_skip_reason(ks8, WeightFormat::kBf16, 512, 16).empty());
+  // The loads-only diagnostic exists for tile 16 only.
+  auto const loads = parse_candidate("loads", "--candidates");
+  BOOST_TEST(!candidate_skip_reason(loads, WeightFormat::kBf16, 512, 8).empty());
+  BOOST_TEST(candidate_skip_reason(loads, WeightFormat::kBf16, 512, 16).empty());
+  // The deep pipeline is an fp4 kernel at tile 16.
+  auto const deep = parse_candidate("ks2+deep", "--candidates");
+  BOOST_TEST(deep.name == "sk+deep+ks2");
+  BOOST_TEST(deep.deep);
+  BOOST_TEST(candidate_skip_reason(deep, WeightFormat::kFp4, 1280, 16).empty());
+  BOOST_TEST(!candidate_skip_reason(deep, WeightFormat::kBf16, 1280, 16).empty());
+  BOOST_TEST(!candidate_skip_reason(deep, WeightFormat::kFp4, 1280, 8).empty());
+}
+
+BOOST_AUTO_TEST_CASE(candidate_options_change_only_the_knobs_they_name) {
+  DecodeOptions base;
+  base.pdl.pdl = true;
+  base.pdl.ctas_per_sm = 1;
+  base.pdl.max_shared_carveout = true;
+  base.weights_before_wait = true;
+  DecodeOptions const o = candidate_options(parse_candidate("cta2+ks4", "--candidates"), base);
+  BOOST_TEST(o.split_k == 4);
+  BOOST_TEST(o.pdl.ctas_per_sm == 2);
+  BOOST_TEST(o.pdl.pdl);
+  BOOST_TEST(o.pdl.max_shared_carveout);
+  BOOST_TEST(o.weights_before_wait);
+  BOOST_TEST(!o.loads_only);
+  BOOST_TEST(!o.deep);
+  BOOST_TEST(candidate_options(parse_candidate("deep", "--candidates"), base).deep);
+  // Without cta2 the sweep's --ctas-per-sm stays.
+  BOOST_TEST(candidate_options(parse_candidate("ks2", "--candidates"), base).pdl.ctas_per_sm == 1);
+}
+
+BOOST_AUTO_TEST_CASE(a_forced_split_is_the_one_the_kernel_plans_on_the_doubled_grid) {
+  // top-8 GEMM1 fp4 at T = 1: 8 row tiles, n 1024, k 6144 (48 steps). One CTA per SM takes ks 4
+  // (128 units); the cta2 grid of 264 takes ks 8 (256 units, one wave); ks2 forced stays ks 2.
+  BOOST_TEST(plan_split(8, 1024, 6144, WeightFormat::kFp4, 132).ks == 4);
+  DecodeSplit const two = plan_split(8, 1024, 6144, WeightFormat::kFp4, 264);
+  BOOST_TEST(two.ks == 8);
+  BOOST_TEST(two.units == 256);
+  BOOST_TEST(two.waves == 1);
+  BOOST_TEST(plan_split(8, 1024, 6144, WeightFormat::kFp4, 264, 2).ks == 2);
+}
