@@ -515,9 +515,9 @@ def layer_time_tables(results):
                       + (["new finalize kernel"] if has_kernel else []),
                       notes=["/layer_sweep median_us (min_us) of each (finalize, placement); "
                              "'new finalize kernel': the variant the small-batch dispatch "
-                             "picked; torch: the PyTorch peer "
-                             "(experiments/chain/peers_layer_torch.py, PDL off), per "
-                             "formulation."])
+                             "picked." + ("" if not peers else
+                                          " torch: the PyTorch peer (experiments/chain/"
+                                          "peers_layer_torch.py, PDL off), per formulation.")])
         for (shape, T), idx in _groups(t, ["shape", "T"]).items():
             s = t.take(_mask(len(t), idx))
             cells = []

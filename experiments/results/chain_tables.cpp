@@ -285,6 +285,17 @@ void print_formats(h5::Table const& t, std::vector<std::string> const& formats,
   std::vector<std::string> variants;
   std::map<std::pair<LayerKey, std::string>, double> us; // (shape, T), column -> median
   std::vector<LayerKey> order;
+  std::map<LayerKey, std::string> shown; // the layer rows' own shape names
+  // Rows match on the shape name less a trailing "/<activation>": peer files written before the
+  // peer took the chain's names call top-22 "H2048/I1280/E512/top-22/relu2".
+  auto same_shape = [](h5::Table const& x, std::size_t i) {
+    std::string shape = x.strings.at("shape")[i];
+    std::string const act = "/" + x.strings.at("activation")[i];
+    if (shape.size() > act.size() &&
+        shape.compare(shape.size() - act.size(), act.size(), act) == 0)
+      shape.resize(shape.size() - act.size());
+    return shape;
+  };
   auto note = [&](LayerKey const& k) {
     if (std::find_if(order.begin(), order.end(), [&](LayerKey const& o) {
           return o.shape == k.shape && o.T == k.T;
@@ -298,22 +309,15 @@ void print_formats(h5::Table const& t, std::vector<std::string> const& formats,
       std::string const v = "torch " + x.strings.at("finalize_kernel")[i];
       if (std::find(variants.begin(), variants.end(), v) == variants.end())
         variants.push_back(v);
-      // Peer files written before the peer took the chain's names end top-22's with its
-      // activation ("H2048/I1280/E512/top-22/relu2").
-      std::string shape = x.strings.at("shape")[i];
-      std::string const act = "/" + x.strings.at("activation")[i];
-      bool const old_name = shape.size() > act.size() &&
-                            shape.compare(shape.size() - act.size(), act.size(), act) == 0;
-      if (old_name)
-        shape.resize(shape.size() - act.size());
-      us[{LayerKey{shape, x.ints.at("T")[i]}, v}] = x.reals.at("median_us")[i];
+      us[{LayerKey{same_shape(x, i), x.ints.at("T")[i]}, v}] = x.reals.at("median_us")[i];
     }
   };
   for (std::size_t i = 0; i < t.rows; ++i) {
     if (t.strings.at("finalize")[i] != "new" || t.strings.at("placement")[i] != "seed-after")
       continue;
-    LayerKey const k{t.strings.at("shape")[i], t.ints.at("T")[i]};
+    LayerKey const k{same_shape(t, i), t.ints.at("T")[i]};
     note(k);
+    shown.emplace(k, t.strings.at("shape")[i]);
     us[{k, format_of(t, i)}] = t.reals.at("median_us")[i];
   }
   add_torch(t);
@@ -329,7 +333,7 @@ void print_formats(h5::Table const& t, std::vector<std::string> const& formats,
     os << pad(c, std::max<std::size_t>(12, c.size() + 2));
   os << "\n";
   for (LayerKey const& k : order) {
-    os << pad(k.shape, 26) << pad(std::to_string(k.T), 8);
+    os << pad(shown.at(k), 26) << pad(std::to_string(k.T), 8);
     for (auto const& c : cols) {
       auto const it = us.find({k, c});
       os << pad(it == us.end() ? "-" : fixed(it->second, 2),
