@@ -674,6 +674,50 @@ void v2_tables(std::ostringstream& os, std::vector<SweepRow> const& rows, Index 
   }
 }
 
+/// The seed's table with moefin's new kernel in it: small_batch_v2 and the released
+/// fi_small_batch, each over the released previous kernel (fi_scalar) of the same rounds, per
+/// top-K, median over the in-regime shapes (minimum); the published columns beside in mode a.
+void v2_seed_table(std::ostringstream& os, std::vector<SweepRow> const& rows, Index const& idx,
+                   std::vector<std::string> const& archs, std::string const& mode,
+                   Published const* pub) {
+  for (auto const& a : archs) {
+    std::map<std::int64_t, std::vector<double>> v2, fi;
+    for (auto const& r : rows) {
+      if (r.arch != a || r.mode != mode || r.l2 != "hot" || !r.in_regime || r.median_us <= 0 ||
+          (r.variant != "small_batch_v2" && r.variant != "fi_small_batch"))
+        continue;
+      auto const* base = idx.find(a, mode, "hot", "fi_scalar", r.shape());
+      if (!base)
+        continue;
+      (r.variant == "small_batch_v2" ? v2 : fi)[r.top_k].push_back(base->median_us / r.median_us);
+    }
+    if (v2.empty() || fi.empty())
+      continue;
+    os << "\nsmall_batch_v2 and fi_small_batch vs fi_scalar (the released previous kernel), "
+       << a << ", mode " << mode << " (" << mode_text(mode)
+       << "), L2 hot, same rounds: median speedup over the in-regime shapes (minimum)\n";
+    std::vector<std::string> header{"topK", "small_batch_v2", "fi_small_batch"};
+    if (pub)
+      for (auto const& p : pub->archs)
+        header.push_back(p);
+    TextTable t(header);
+    for (auto const& [k, x] : v2) {
+      std::vector<std::string> row{std::to_string(k), median_min(x), median_min(fi[k])};
+      if (pub)
+        for (auto const& p : pub->archs) {
+          auto it = pub->cell.find(k);
+          row.push_back(it != pub->cell.end() && it->second.count(p) ? it->second.at(p)
+                        : pub->kept.count(k)                           ? "kept"
+                                                                       : "-");
+        }
+      t.add(row);
+    }
+    os << t.render();
+    if (pub)
+      os << pub->note << "\n";
+  }
+}
+
 void repeat_spread(std::ostringstream& os, std::string const& arch,
                    std::vector<SweepRow> const& main_rows, std::vector<SweepRow> const& rep) {
   std::map<std::string, SweepRow const*> by_key;
@@ -748,6 +792,8 @@ std::string render_finalize_tables(std::vector<std::string> const& files,
   t1_table(os, rows, archs);
   ablation_tables(os, rows, archs);
   v2_tables(os, rows, idx, archs, floors);
+  for (std::string const mode : {"a", "b"})
+    v2_seed_table(os, rows, idx, archs, mode, mode == "a" ? &pub : nullptr);
   faithfulness_tables(os, rows, idx, archs);
   for (auto const& a : archs)
     repeat_spread(os, a, rows, repeats[a]);
