@@ -9,7 +9,7 @@
 #      point), with the benchmark cell's per-CTA timelines (--stamps): the benchmark cell must
 #      mismatch in >= 90% of its 200 iterations, every cell the verifier orders in none
 #   3. moefin equivalence, bf16 and fp4, top-8 and top-22, T = 1, 4, 16, seed-after and safe,
-#      500 routings each: 0 mismatches with the smaller GEMM grid
+#      LAYERFIX_ROUTINGS (default 500) routings each: 0 mismatches with the smaller GEMM grid
 #   4. moefin sweep routing, the three seed shapes, T = 1..16: block, fast and (when the build
 #      has the released kernels) the released routing block kernel, ratio_vs_released
 # Time: the build (seconds with prebuilt binaries, ~5 min cold) plus at most LAYERFIX_BUDGET_S
@@ -72,7 +72,7 @@ for phase in $phases; do
     ;;
   equivalence)
     run equivalence 20 40 "$bin" equivalence --shapes top-8,top-22 --tokens 1,4,16 \
-      --presets seed-after,safe --weights-format bf16,fp4 --routings 500 \
+      --presets seed-after,safe --weights-format bf16,fp4 --routings "${LAYERFIX_ROUTINGS:-500}" \
       --out "$out/equivalence.h5" && mark_done equivalence
     ;;
   routing)
