@@ -38,7 +38,7 @@ SOURCES = ["kernels/finalize/finalize_dispatch.cu", "kernels/finalize/small_batc
 
 WEIGHTS = {"0": "none", "1": "bf16", "2": "fp32", "3": "runtime"}
 TRIGGERS = {"1": "exit", "2": "entry", "3": "after_wait", "4": "after_writes"}
-ABLATION = {"0": "", "1": " -shuffle", "2": " -broadcast", "4": " +anchor"}
+ABLATION = {"0": "", "1": " -shuffle", "2": " -broadcast", "4": " +anchor", "8": " fi-layout"}
 
 
 def fail(msg):

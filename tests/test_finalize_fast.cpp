@@ -212,6 +212,14 @@ BOOST_AUTO_TEST_CASE(v2_plan_and_names_reach_every_ablation) {
   BOOST_TEST(v2::ablation_bits(*named("small_batch_v2_no_shuffle").variant) == v2::kShuffle);
   BOOST_TEST(v2::ablation_bits(*named("small_batch_v2_no_broadcast").variant) == v2::kBroadcast);
   BOOST_TEST(v2::ablation_bits(*named("small_batch_v2_anchor").variant) == v2::kAnchor);
+  BOOST_TEST(v2::ablation_bits(*named("small_batch_v2_fi_layout").variant) == v2::kWarpGroups);
+  // The released lane layout runs in the released geometry.
+  auto const fl = finalize::plan(p, named("small_batch_v2_fi_layout"));
+  auto const fg = finalize::plan(p, named("small_batch_v2_fi_geometry"));
+  BOOST_TEST(fl.block_x == 256);
+  BOOST_TEST(fl.block_x == fg.block_x);
+  BOOST_TEST(fl.grid_x == fg.grid_x);
+  BOOST_TEST(fl.groups == fg.groups);
   BOOST_TEST(v2::ablation_bits(*named("small_batch_v2").variant) == 0u);
   // The entries declare what the tables and the chain need.
   auto const& e = finalize::variant("small_batch_v2", "test");

@@ -93,6 +93,8 @@ char const* table_source();
 enum Ingredient : std::uint32_t {
   kShuffle = 1,      // small_batch_v2_no_shuffle: combine through shared memory, __syncthreads
   kBroadcast = 2,    // small_batch_v2_no_broadcast: every thread reads its experts' metadata
+  kWarpGroups = 8, // small_batch_v2_fi_layout: the released lane layout (groups in separate
+                   // warps, shared-memory combine), with the released geometry
   kAnchor = 4,    // small_batch_v2_anchor: ADDS the address anchor (row addresses forced before
                   // the wait); measured slower in mode b, so small_batch_v2 goes without it
 };

@@ -70,6 +70,9 @@ void launch_v2(FinalizeParams const& p, Options const& o, LaunchPlan const& lp, 
         case v2::kAnchor:
           go(kernels::finalize_small_batch_v2<kL, Entry, v2::kAnchor>, Entry{});
           return;
+        case v2::kWarpGroups:
+          go(kernels::finalize_small_batch_v2<kL, Entry, v2::kWarpGroups>, Entry{});
+          return;
         default:
           throw InputError("small_batch_v2: no lean kernel for ablation bits " +
                            std::to_string(a.ablate));
@@ -119,6 +122,10 @@ Registrar const kV2Anchor(ablation("small_batch_v2_anchor", Trigger::kEntry, 114
                                    "compiler-placed addresses",
                                    "small_batch_v2 with the address anchor (addresses before the "
                                    "wait)"));
+Registrar const kV2FiLayout(ablation("small_batch_v2_fi_layout", Trigger::kEntry, 116,
+                                     "v2's lane layout",
+                                     "small_batch_v2 in the released kernel's geometry and lane "
+                                     "layout (groups in separate warps, shared-memory combine)"));
 Registrar const kV2FiGeometry(ablation("small_batch_v2_fi_geometry", Trigger::kEntry, 115,
                                        "measured geometry",
                                        "small_batch_v2 in the released kernel's geometry"));

@@ -55,19 +55,24 @@ template <int kL, class K, std::uint32_t kOff>
 __global__ void __launch_bounds__(kV2MaxThreads, 1)
     finalize_small_batch_v2(FinalizeParams const p, V2Args const a, K const k) {
   constexpr bool kInstrumented = std::is_same_v<K, Knobs>;
-  constexpr bool kMaySmem = kInstrumented || (kOff & v2::kShuffle) != 0;
+  constexpr bool kMaySmem = kInstrumented || (kOff & (v2::kShuffle | v2::kWarpGroups)) != 0;
   CtaStamps st(k);
   trigger_if(k, Trigger::kEntry, st);
 
   int const tid = static_cast<int>(threadIdx.x);
   int const lg = a.log2_groups;
   int const groups = 1 << lg;
-  int const g = tid & (groups - 1);
+  // Lane layout: a chunk's groups in adjacent lanes (v2's, for the shuffle combine), or, with
+  // kWarpGroups (small_batch_v2_fi_layout), the released kernel's: consecutive threads take
+  // consecutive chunks of one group, the groups combine through shared memory.
+  bool const across = !v2_on<K, kOff>(a, v2::kWarpGroups);
+  int const per_cta = static_cast<int>(blockDim.x) >> lg; // chunks of one CTA
+  int const g = across ? tid / per_cta : tid & (groups - 1);
+  int const local_chunk = across ? tid % per_cta : tid >> lg;
   int const lane = tid & 31;
   int const top_k = static_cast<int>(p.top_k);
   std::int64_t const meta0 = static_cast<std::int64_t>(blockIdx.y) * top_k; // e = t * K + k
-  int const chunk =
-      static_cast<int>(blockIdx.x) * (static_cast<int>(blockDim.x) >> lg) + (tid >> lg);
+  int const chunk = static_cast<int>(blockIdx.x) * per_cta + local_chunk;
   bool const live = chunk < static_cast<int>(p.hidden / Policy::kVecElems);
   // plan() keeps blockDim.x a multiple of 32: every warp is full.
   constexpr unsigned kAll = 0xffffffffu;
@@ -172,21 +177,23 @@ __global__ void __launch_bounds__(kV2MaxThreads, 1)
     fma8(acc, w[j], v[j]);
 
   if (groups > 1) {
-    if (v2_on<K, kOff>(a, v2::kShuffle)) {
+    if (v2_on<K, kOff>(a, v2::kShuffle) && !across) {
       for (int o = groups >> 1; o > 0; o >>= 1)
 #pragma unroll
         for (int i = 0; i < 8; ++i)
           acc[i] += __shfl_xor_sync(kAll, acc[i], o);
     } else if constexpr (kMaySmem) {
-      // Ablation: the seed's combine, through shared memory, in ascending group order.
+      // The seed's combine, through shared memory, in ascending group order (the no_shuffle
+      // ablation, and the released lane layout, whose groups are in different warps).
+      int const stride = across ? per_cta : 1;
       __shared__ float4 s_part[kV2MaxThreads][2];
       s_part[tid][0] = make_float4(acc[0], acc[1], acc[2], acc[3]);
       s_part[tid][1] = make_float4(acc[4], acc[5], acc[6], acc[7]);
       __syncthreads();
       if (g == 0)
         for (int h = 1; h < groups; ++h) {
-          float4 const x = s_part[tid + h][0];
-          float4 const y = s_part[tid + h][1];
+          float4 const x = s_part[tid + h * stride][0];
+          float4 const y = s_part[tid + h * stride][1];
           acc[0] += x.x;
           acc[1] += x.y;
           acc[2] += x.z;
@@ -205,7 +212,7 @@ __global__ void __launch_bounds__(kV2MaxThreads, 1)
                static_cast<std::int64_t>(chunk) * Policy::kVecElems,
            acc);
   }
-  if (k.snap() && blockIdx.x == 0 && (tid >> lg) == 0)
+  if (k.snap() && blockIdx.x == 0 && local_chunk == 0)
 #pragma unroll
     for (int j = 0; j < kL; ++j) {
       int const kk = g + (j << lg);

@@ -201,6 +201,8 @@ std::uint32_t ablation_bits(FinalizeVariant const& v) {
     return kBroadcast;
   if (v.name == "small_batch_v2_anchor")
     return kAnchor;
+  if (v.name == "small_batch_v2_fi_layout")
+    return kWarpGroups;
   return 0;
 }
 
@@ -219,7 +221,7 @@ LaunchPlan geometry(FinalizeParams const& p, Options const& o, FinalizeVariant c
   Geometry g;
   if (o.v2_chunks != 0)
     g = make_geometry(p.top_k, o.v2_chunks, o.v2_loads);
-  else if (v.name == "small_batch_v2_fi_geometry")
+  else if (v.name == "small_batch_v2_fi_geometry" || v.name == "small_batch_v2_fi_layout")
     g = released_geometry(p.top_k);
   else
     g = policy_geometry(p.hidden, p.num_tokens, p.top_k);
