@@ -122,7 +122,7 @@ if want tests && fits 60 "gpu tests"; then
 fi
 check=$OUT/finalize_fast_check.h5
 v2_names=small_batch_v2,small_batch_v2_late_trigger,small_batch_v2_no_shuffle
-v2_names+=,small_batch_v2_no_broadcast,small_batch_v2_anchor,small_batch_v2_fi_geometry
+v2_names+=,small_batch_v2_no_broadcast,small_batch_v2_anchor,small_batch_v2_fi_geometry,small_batch_v2_fi_layout
 if want check && fits 35 check; then
   # shellcheck disable=SC2046
   logged 35 "$bin" check finalize --variants "$v2_names" --hidden 1024,2880,7168 \
