@@ -58,29 +58,15 @@ fi
 log=$OUT/finalize_fast_log.txt
 work=$(mktemp -d)
 SECONDS=0
-say() { echo "[finalize_fast ${SECONDS}s] $*" | tee -a "$log"; }
-run_start=0
-left() { echo $((budget - (SECONDS - run_start))); }
+tag=finalize_fast
+budget_hint="raise FINALIZE_FAST_BUDGET_S or resume"
+# shellcheck source=scripts/gpu/budget.sh
+source scripts/gpu/budget.sh
 # --max-minutes for a sweep: CAP seconds, or what is left after RESERVE seconds for the later
 # phases if that is less; never under 0.3 minutes (0 would mean no limit).
 minutes() { # reserve_s cap_s
   awk -v s="$(($(left) - $1))" -v cap="$2" \
     'BEGIN { if (s > cap) s = cap; m = s / 60; if (m < 0.3) m = 0.3; printf "%.2f", m }'
-}
-fits() { # seconds what: true when that much is left of the budget
-  if (($(left) < $1)); then
-    say "skipped: $2 needs ~$1 s, $(left) s left (raise FINALIZE_FAST_BUDGET_S or resume)"
-    return 1
-  fi
-}
-logged() { # limit_s command...: the command's output into the log, its status returned
-  local limit=$1
-  shift
-  say "\$ $*"
-  timeout --signal=INT "$limit" "$@" >>"$log" 2>&1
-  local rc=$?
-  say "exit $rc$( ((rc == 124)) && echo ' (timed out)')"
-  return $rc
 }
 io() { [[ -f $1 ]] && echo "--resume $1" || echo "--out $1"; }
 skip=,${FINALIZE_FAST_SKIP:-},
@@ -90,18 +76,7 @@ want() { # phase: false (with a line) when FINALIZE_FAST_SKIP names it
   return 1
 }
 
-say "start: budget ${budget}s after the build"
-if ! scripts/device_build.sh >>"$log" 2>&1; then
-  tail -60 "$log"
-  exit 1
-fi
-prefix=$PWD/.deps/prefix
-export LD_LIBRARY_PATH=$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-build=${MOEFIN_BUILD_DIR:-build-device}
-bin=$PWD/$build/moefin
-run_start=$SECONDS
-say "built in ${SECONDS}s"
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader >>"$log" 2>&1
+build_device
 
 # Released kernels: the names this build registers join the comparison.
 for name in ${released//,/ }; do

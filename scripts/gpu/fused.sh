@@ -52,40 +52,14 @@ mkdir -p "$OUT"
 log=$OUT/fused_log.txt
 work=$(mktemp -d)
 SECONDS=0
-say() { echo "[fused ${SECONDS}s] $*" | tee -a "$log"; }
-run_start=0
-left() { echo $((budget - (SECONDS - run_start))); }
-fits() { # seconds what: true when that much is left of the budget
-  if (($(left) < $1)); then
-    say "skipped: $2 needs ~$1 s, $(left) s left (raise FUSED_BUDGET_S)"
-    return 1
-  fi
-}
-logged() { # limit_s command...: the command's output into the log, its status returned
-  local limit=$1
-  shift
-  say "\$ $*"
-  timeout --signal=INT "$limit" "$@" >>"$log" 2>&1
-  local rc=$?
-  say "exit $rc$( ((rc == 124)) && echo ' (timed out)')"
-  return $rc
-}
-
-say "start: budget ${budget}s after the build"
+tag=fused
+budget_hint="raise FUSED_BUDGET_S"
+# shellcheck source=scripts/gpu/budget.sh
+source scripts/gpu/budget.sh
 # The prebuilt set (scripts/gpu_tests.sh --list names test_fused_gpu) serves these; a cold build
 # builds only them.
 export MOEFIN_BUILD_TARGETS=${MOEFIN_BUILD_TARGETS:-moefin test_fused_gpu}
-if ! scripts/device_build.sh >>"$log" 2>&1; then
-  tail -60 "$log"
-  exit 1
-fi
-prefix=$PWD/.deps/prefix
-export LD_LIBRARY_PATH=$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-build=${MOEFIN_BUILD_DIR:-build-device}
-bin=$PWD/$build/moefin
-run_start=$SECONDS
-say "built in ${SECONDS}s"
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader >>"$log" 2>&1
+build_device
 status=0
 
 # 1. The gpu test, into its own file and the log.

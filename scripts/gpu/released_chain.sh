@@ -28,38 +28,12 @@ budget=${RELEASED_CHAIN_BUDGET_S:-300}
 mkdir -p "$OUT"
 log=$OUT/released_chain_log.txt
 SECONDS=0
-say() { echo "[released_chain ${SECONDS}s] $*" | tee -a "$log"; }
-run_start=0
-left() { echo $((budget - (SECONDS - run_start))); }
-fits() { # seconds what
-  if (($(left) < $1)); then
-    say "skipped: $2 needs ~$1 s, $(left) s left (raise RELEASED_CHAIN_BUDGET_S)"
-    return 1
-  fi
-}
-logged() { # limit_s command...
-  local limit=$1
-  shift
-  say "\$ $*"
-  timeout --signal=INT "$limit" "$@" >>"$log" 2>&1
-  local rc=$?
-  say "exit $rc$( ((rc == 124)) && echo ' (timed out)')"
-  return $rc
-}
-
-say "start: budget ${budget}s after the build"
+tag=released_chain
+budget_hint="raise RELEASED_CHAIN_BUDGET_S"
+# shellcheck source=scripts/gpu/budget.sh
+source scripts/gpu/budget.sh
 export MOEFIN_BUILD_TARGETS=${MOEFIN_BUILD_TARGETS:-moefin test_flashinfer_gpu}
-if ! scripts/device_build.sh >>"$log" 2>&1; then
-  tail -60 "$log"
-  exit 1
-fi
-prefix=$PWD/.deps/prefix
-export LD_LIBRARY_PATH=$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-build=${MOEFIN_BUILD_DIR:-build-device}
-bin=$PWD/$build/moefin
-run_start=$SECONDS
-say "built in ${SECONDS}s"
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >>"$log" 2>&1
+build_device
 if ! "$bin" race --flavour released --delay-ns 0 --list >/dev/null 2>>"$log"; then
   say "this build has no released chain (see the line above); nothing to run"
   exit 1
