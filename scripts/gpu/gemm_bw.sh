@@ -36,16 +36,13 @@ budget=${GEMM_BW_BUDGET_S:-180}
 phases=${GEMM_BW_PHASES:-build test sweep}
 candidates=${GEMM_BW_CANDIDATES:-default}
 tokens=${GEMM_BW_TOKENS:-1,2,4,8,16}
-bin=${GEMM_BW_BIN:-build-device/moefin}
 mkdir -p "$out"
 log=$out/gemm_bw_log.txt
 touch "$log"
-start=$SECONDS
-say() { echo "[gemm_bw $(date -u +%H:%M:%S) +$((SECONDS - start))s] $*" | tee -a "$log"; }
-left() { echo $((budget - (SECONDS - start))); }
-mark_done() { echo "done: $1" >> "$log"; }
-prefix=$PWD/.deps/prefix
-export LD_LIBRARY_PATH=$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+tag=gemm_bw
+# shellcheck source=scripts/gpu/phases.sh
+source scripts/gpu/phases.sh
+bin=${GEMM_BW_BIN:-$bin}
 say "phases: $phases; budget ${budget}s after the build; candidates: $candidates; T = $tokens"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader \
   >> "$log" 2>&1
@@ -64,7 +61,7 @@ for phase in $phases; do
       say "build FAILED (log above)"
       exit 1
     fi
-    start=$SECONDS # the budget counts the runs, not the build
+    SECONDS=0 # the budget counts the runs, not the build
     ;;
   test)
     (($(left) < 60)) && { say "test: $(left)s left, needs ~60s: skipped"; continue; }

@@ -1,6 +1,6 @@
 # Phase helpers of the GPU scripts that run moefin commands within a budget (layer.sh,
-# layerfix.sh): sourced, not run. The script sets `tag` (the log prefix), `log` (the log file)
-# and `budget` (seconds) first; SECONDS is the clock.
+# layerfix.sh, gemm_bw.sh): sourced, not run. The script sets `tag` (the log prefix), `log` (the
+# log file) and `budget` (seconds) first; SECONDS is the clock.
 say() { echo "[$tag $(date -u +%H:%M:%S) +${SECONDS}s] $*" | tee -a "$log"; }
 left() { echo $((budget - SECONDS)); }
 mark_done() { echo "done: $1" >> "$log"; }
