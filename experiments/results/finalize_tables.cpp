@@ -172,6 +172,14 @@ struct Published {
   std::map<std::int64_t, std::map<std::string, std::string>> cell; // K -> arch -> "1.26x (1.17)"
   std::set<std::int64_t> kept;                                     // K kept on the previous kernel
   std::string note;
+  /// The published cell of top-K k for `arch`: "kept" where the seed keeps the previous kernel,
+  /// "-" where nothing is published.
+  std::string at(std::int64_t k, std::string const& arch) const {
+    auto it = cell.find(k);
+    if (it != cell.end() && it->second.count(arch))
+      return it->second.at(arch);
+    return kept.count(k) ? "kept" : "-";
+  }
 };
 
 Published read_published(std::string const& csv) {
@@ -335,13 +343,8 @@ void mode_table(std::ostringstream& os, std::vector<SweepRow> const& rows, Index
       row.push_back(median_min(v));
     }
     if (pub)
-      for (auto const& a : pub->archs) {
-        auto it = pub->cell.find(k);
-        if (it != pub->cell.end() && it->second.count(a))
-          row.push_back(it->second.at(a));
-        else
-          row.push_back(pub->kept.count(k) ? "kept" : "-");
-      }
+      for (auto const& a : pub->archs)
+        row.push_back(pub->at(k, a));
     for (auto const& pc : peer_cols)
       row.push_back(median_min(over[pc.first + "|" + pc.second][k]));
     t.add(row);
@@ -704,12 +707,8 @@ void v2_seed_table(std::ostringstream& os, std::vector<SweepRow> const& rows, In
     for (auto const& [k, x] : v2) {
       std::vector<std::string> row{std::to_string(k), median_min(x), median_min(fi[k])};
       if (pub)
-        for (auto const& p : pub->archs) {
-          auto it = pub->cell.find(k);
-          row.push_back(it != pub->cell.end() && it->second.count(p) ? it->second.at(p)
-                        : pub->kept.count(k)                           ? "kept"
-                                                                       : "-");
-        }
+        for (auto const& p : pub->archs)
+          row.push_back(pub->at(k, p));
       t.add(row);
     }
     os << t.render();
