@@ -106,7 +106,7 @@ if want check && fits 35 check; then
 fi
 
 # 2. compute-sanitizer on a small check of small_batch_v2 (shuffles, the anchor store, the
-# shared memory of the no-shuffle ablation): memcheck first, the others when the budget allows.
+# shared memory of the no-shuffle ablation and of the released lane layout): memcheck first, the others when the budget allows.
 cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 tools=()
 want sanitize && tools=(memcheck racecheck synccheck initcheck)
@@ -114,7 +114,7 @@ for tool in "${tools[@]}"; do
   if [[ $tool == memcheck ]]; then need=25; else need=$((25 + 210)); fi
   fits $need "compute-sanitizer $tool" || continue
   timeout 25 "$cs" --tool "$tool" --error-exitcode 9 "$bin" check finalize --variants \
-    small_batch_v2,small_batch_v2_no_shuffle,small_batch_v2_no_broadcast --hidden 2880 \
+    small_batch_v2,small_batch_v2_no_shuffle,small_batch_v2_no_broadcast,small_batch_v2_fi_layout --hidden 2880 \
     --tokens 1,5 --top-k 6,33 --weights fp32 --routings uniform/ep2 --out "$work/san_$tool.h5" \
     >"$work/san_$tool.log" 2>&1
   rc=$?
