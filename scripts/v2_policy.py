@@ -2,12 +2,13 @@
 """Fill small_batch_v2's policy table from a measurement of its geometry candidates.
 
 Reads the /finalize_sweep rows of the result files (moefin sweep finalize --variants
-small_batch_v2/c<chunks>/l<loads>[/exit],... as scripts/gpu/finalize_fast.sh runs it) and
+small_batch_v2/c<chunks>/l<loads>[/exit|/w],... as scripts/gpu/finalize_fast.sh runs it) and
 writes kernels/finalize/small_batch_v2_table.hpp: per (H, T, K) of the given weight type the
-geometry with the lowest score a/a_best + b/b_best over the entry-trigger candidates, a and b
+geometry and lane layout (v2's adjacent lanes, or /w: the groups in separate warps) with the
+lowest score a/a_best + b/b_best over the entry-trigger candidates, a and b
 being its median per-launch time in modes a and b (hot L2) and *_best the fastest candidate's in
-that mode (one mode alone where only one was measured; ties: fewer threads, then fewer loads);
-its trigger is exit when that geometry with the exit trigger was faster in mode b by more than
+that mode (one mode alone where only one was measured; ties: fewer threads, then fewer loads,
+then v2's layout); a v2-layout geometry's trigger is exit when that geometry with the exit trigger was faster in mode b by more than
 --exit-margin, else entry. The header names the files it came from (path, sha256, root
 attributes git_commit, gpu_name, date) and is the only input of v2::policy_geometry().
 
@@ -22,7 +23,7 @@ import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CANDIDATE = re.compile(r"^small_batch_v2/c(\d+)/l(\d+)(/exit)?$")
+CANDIDATE = re.compile(r"^small_batch_v2/c(\d+)/l(\d+)(/exit|/w)?$")
 MAX_THREADS, MIN_THREADS, MAX_GROUPS = 512, 32, 32
 
 
@@ -66,7 +67,8 @@ def read_rows(path):
         out.append({"H": int(r["H"]), "T": int(r["T"]), "K": int(r["K"]),
                     "weights": text(r["weights"]), "mode": text(r["mode"]),
                     "l2": text(r["l2"]), "chunks": int(m.group(1)), "loads": int(m.group(2)),
-                    "exit": bool(m.group(3)), "median": float(r["median_us"])})
+                    "exit": m.group(3) == "/exit", "warp": m.group(3) == "/w",
+                    "median": float(r["median_us"])})
     return out, prov
 
 
@@ -78,20 +80,20 @@ def groups_for(k, loads):
 
 
 def choose(rows, exit_margin):
-    """{(H, T, K): (chunks, loads, trigger, score, n_candidates)}."""
+    """{(H, T, K): (chunks, loads, trigger, warp_groups, score, n_candidates)}."""
     cells = {}
     for r in rows:
         cells.setdefault((r["H"], r["T"], r["K"]), []).append(r)
     table = {}
     for key, rs in sorted(cells.items()):
-        per = {}  # (chunks, loads) -> {mode: median}, entry trigger
-        exit_b = {}
+        per = {}  # (chunks, loads, warp) -> {mode: median}, entry trigger
+        exit_b = {}  # (chunks, loads) -> mode b median with the exit trigger (v2's layout)
         for r in rs:
-            g = (r["chunks"], r["loads"])
             if r["exit"]:
                 if r["mode"] == "b":
-                    exit_b[g] = r["median"]
+                    exit_b[(r["chunks"], r["loads"])] = r["median"]
             else:
+                g = (r["chunks"], r["loads"], r["warp"])
                 per.setdefault(g, {})[r["mode"]] = r["median"]
         modes = [m for m in ("a", "b") if any(m in v for v in per.values())]
         if not modes:
@@ -103,17 +105,18 @@ def choose(rows, exit_margin):
                 continue
             score = sum(v[m] / best[m] for m in modes)
             threads = g[0] * groups_for(key[2], g[1])
-            scored.append((score, threads, g[1], g))
+            scored.append((score, threads, g[1], g[2], g))
         if not scored:
             continue
         scored.sort()
-        score, _, _, (chunks, loads) = scored[0]
+        score, _, _, _, (chunks, loads, warp) = scored[0]
         trigger = "kEntry"
-        entry_b = per[(chunks, loads)].get("b")
-        if entry_b is not None and (chunks, loads) in exit_b:
+        entry_b = per[(chunks, loads, warp)].get("b")
+        # The warp-groups layout has no exit-trigger kernel: it stays at entry.
+        if not warp and entry_b is not None and (chunks, loads) in exit_b:
             if exit_b[(chunks, loads)] < entry_b * (1.0 - exit_margin):
                 trigger = "kExit"
-        table[key] = (chunks, loads, trigger, score, len(per))
+        table[key] = (chunks, loads, trigger, warp, score, len(per))
     return table
 
 
@@ -133,7 +136,8 @@ def render(table, sources, weights, exit_margin):
         "// Source: %s" % src,
         "// Per (H, T, K), %s weights: the geometry with the lowest a/a_best + b/b_best of the" % weights,
         "// measured candidates (median per-launch time, hot L2); trigger exit where that geometry",
-        "// with the exit trigger was faster in mode b by more than %.1f%%." % (100 * exit_margin),
+        "// with the exit trigger was faster in mode b by more than %.1f%%; warp_groups (the" % (100 * exit_margin),
+        "// released lane layout) where a /w candidate scored lowest.",
         "",
         '#include "kernels/finalize/small_batch_v2.hpp"',
         "",
@@ -149,13 +153,12 @@ def render(table, sources, weights, exit_margin):
         lines.append('    "%s"%s' % (c.replace("\\", "\\\\").replace('"', '\\"'),
                                    ";" if i == len(chunks) - 1 else ""))
     lines += ["",
-              "// {hidden, tokens, top_k, chunks, loads, trigger}",
+              "// {hidden, tokens, top_k, chunks, loads, trigger[, warp_groups]}",
               "inline constexpr std::array<PolicyEntry, %d> kTable = {{" % len(table)]
-    for (h, t, k), (chunks_, loads, trig, score, n) in sorted(table.items(),
-                                                            key=lambda kv: (kv[0][1], kv[0][2],
-                                                                            kv[0][0])):
-        lines.append("    {%d, %d, %d, %d, %d, Trigger::%s}, // score %.3f of %d" %
-                     (h, t, k, chunks_, loads, trig, score, n))
+    for (h, t, k), (chunks_, loads, trig, warp, score, n) in sorted(
+            table.items(), key=lambda kv: (kv[0][1], kv[0][2], kv[0][0])):
+        lines.append("    {%d, %d, %d, %d, %d, Trigger::%s%s}, // score %.3f of %d" %
+                     (h, t, k, chunks_, loads, trig, ", true" if warp else "", score, n))
     lines += ["}};", "", "} // namespace moefin::finalize::v2::generated", ""]
     return "\n".join(lines)
 
@@ -187,12 +190,14 @@ def main(argv=None):
     with open(a.out, "w") as f:
         f.write(render(table, sources, a.weights, a.exit_margin))
     wins = {}
-    for chunks, loads, trig, _, _ in table.values():
-        wins[(chunks, loads, trig)] = wins.get((chunks, loads, trig), 0) + 1
+    for chunks, loads, trig, warp, _, _ in table.values():
+        g = (chunks, loads, trig, warp)
+        wins[g] = wins.get(g, 0) + 1
     top = sorted(wins.items(), key=lambda kv: -kv[1])[:6]
-    print("v2_policy: %d entries -> %s; most chosen: %s" % (
-        len(table), a.out, ", ".join("c%d/l%d/%s x%d" % (c, l, t[1:].lower(), n)
-                                     for (c, l, t), n in top)))
+    print("v2_policy: %d entries (%d in the warp-groups layout) -> %s; most chosen: %s" % (
+        len(table), sum(1 for v in table.values() if v[3]), a.out,
+        ", ".join("c%d/l%d/%s%s x%d" % (c, l, t[1:].lower(), "/w" if w else "", n)
+                  for (c, l, t, w), n in top)))
     return 0
 
 

@@ -18,6 +18,7 @@
 #include "reference/routing.hpp"
 #include "tests/chain_device.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <set>
@@ -376,6 +377,17 @@ BOOST_AUTO_TEST_CASE(fast_routing_is_bitwise_the_block_kernel_and_its_layout_the
   for (std::size_t i = 0; i < zeros.size(); i += 3)
     zeros[i] = -0.0f;
   check_fast_routing(3, 40, 5, 16, 0, 40, M::kSoftmaxTopK, true, W::kBf16, zeros);
+  // Few distinct scores: ties inside a lane (experts lane + 32 j) and across lanes at every
+  // pass, for each width of the lane's key tree (E = 32 .. 1024).
+  for (std::int64_t E : {32, 64, 128, 256, 512, 1024}) {
+    std::vector<float> coarse(static_cast<std::size_t>(4 * E));
+    for (std::size_t i = 0; i < coarse.size(); ++i)
+      coarse[i] = 0.25f * static_cast<float>((i * 7 + i / 5) % 6) - 0.5f;
+    check_fast_routing(4, E, std::min<std::int64_t>(E, 22), 16, 0, E, M::kSoftmaxTopK, false,
+                       W::kFp32, coarse);
+    check_fast_routing(4, E, std::min<std::int64_t>(E, 8), 16, 0, E, M::kTopKSoftmax, false,
+                       W::kBf16, coarse);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(fast_routing_gives_the_same_arrays_under_every_pdl_knob) {

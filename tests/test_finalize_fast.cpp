@@ -150,33 +150,58 @@ BOOST_AUTO_TEST_CASE(v2_candidates_are_distinct_valid_and_named_reversibly) {
       auto const name = v2::candidate_name(g.chunks, g.loads);
       int chunks = 0, loads = 0;
       Trigger t = Trigger::kDefault;
-      BOOST_TEST(v2::parse_candidate(name, &chunks, &loads, &t));
+      bool w = true;
+      BOOST_TEST(v2::parse_candidate(name, &chunks, &loads, &t, &w));
       BOOST_TEST(chunks == g.chunks);
       BOOST_TEST(loads == g.loads);
       BOOST_TEST((t == Trigger::kEntry));
+      BOOST_TEST(!w);
       BOOST_TEST(v2::parse_candidate(v2::candidate_name(g.chunks, g.loads, Trigger::kExit), &chunks,
-                                     &loads, &t));
+                                     &loads, &t, &w));
       BOOST_TEST((t == Trigger::kExit));
+      BOOST_TEST(!w);
+      auto const wname = v2::candidate_name(g.chunks, g.loads, Trigger::kEntry, true);
+      BOOST_TEST(wname == name + "/w");
+      BOOST_TEST(v2::parse_candidate(wname, &chunks, &loads, &t, &w));
+      BOOST_TEST((t == Trigger::kEntry));
+      BOOST_TEST(w);
       Options const o = named(name);
-      BOOST_TEST((finalize::plan(shape(4096, 1, k), o).block_x == g.threads()));
+      auto const lp = finalize::plan(shape(4096, 1, k), o);
+      BOOST_TEST(lp.block_x == g.threads());
+      BOOST_TEST(!lp.warp_groups);
+      // A /w candidate: the same geometry in the released lane layout (fi_layout's kernels).
+      auto const lw = finalize::plan(shape(4096, 1, k), named(wname));
+      BOOST_TEST(lw.block_x == g.threads());
+      BOOST_TEST(lw.warp_groups);
+      BOOST_TEST(lw.variant->name == "small_batch_v2_fi_layout");
+      BOOST_TEST((lw.trigger == Trigger::kEntry));
     }
   }
   int c = 0, l = 0;
   Trigger t;
-  for (char const* bad : {"small_batch_v2", "small_batch_v2/c16", "small_batch_v2/c16/l",
-                          "small_batch_v2/c16/l4/x", "small_batch_v2/cx/l4", "small_batch/c16/l4"})
-    BOOST_TEST(!v2::parse_candidate(bad, &c, &l, &t), bad);
+  bool w = false;
+  for (char const* bad :
+       {"small_batch_v2", "small_batch_v2/c16", "small_batch_v2/c16/l", "small_batch_v2/c16/l4/x",
+        "small_batch_v2/cx/l4", "small_batch/c16/l4", "small_batch_v2/c16/l4/exit/w",
+        "small_batch_v2/c16/l4/w/exit"})
+    BOOST_TEST(!v2::parse_candidate(bad, &c, &l, &t, &w), bad);
+  // The warp-groups layout has no lean exit kernel: a geometry asking for one is refused.
+  BOOST_CHECK_THROW(v2::make_geometry(8, 32, 4, Trigger::kExit, true), InputError);
 }
 
 BOOST_AUTO_TEST_CASE(v2_table_lookup_takes_the_nearest_tokens_then_top_k_then_hidden) {
   std::vector<v2::PolicyEntry> const t = {
       {1024, 1, 8, 8, 4, Trigger::kEntry},  {4096, 1, 8, 16, 2, Trigger::kEntry},
       {4096, 1, 16, 32, 8, Trigger::kExit}, {4096, 4, 8, 64, 4, Trigger::kEntry},
-      {7168, 4, 32, 4, 1, Trigger::kEntry},
+      {7168, 4, 32, 4, 1, Trigger::kEntry}, {2048, 4, 22, 32, 4, Trigger::kEntry, true},
   };
   auto g = v2::table_geometry(t, 4096, 1, 8);
   BOOST_TEST(g.chunks == 16);
   BOOST_TEST(g.loads == 2);
+  BOOST_TEST(!g.warp_groups);
+  g = v2::table_geometry(t, 2048, 4, 22); // the warp-groups entry keeps its layout
+  BOOST_TEST(g.warp_groups);
+  BOOST_TEST(g.chunks == 32);
   g = v2::table_geometry(t, 1500, 1, 6); // nearest H by ratio: 1024; K 6 -> the K = 8 entries
   BOOST_TEST(g.loads == 4);
   BOOST_TEST(g.chunks == 16);             // 8 chunks x 2 groups widened to a full warp
@@ -252,6 +277,11 @@ BOOST_AUTO_TEST_CASE(v2_plan_and_names_reach_every_ablation) {
   BOOST_TEST(all.find("/exit") == std::string::npos);
   BOOST_TEST(fin::expand_v2_candidates("small_batch_v2/candidates/exit", shapes).find("/exit") !=
              std::string::npos);
+  std::string const warp = fin::expand_v2_candidates("small_batch_v2/candidates/w", shapes);
+  BOOST_TEST(warp.find("/w") != std::string::npos, warp);
+  BOOST_TEST(warp.find("/exit") == std::string::npos, warp);
+  BOOST_TEST(fin::parse_variants("--variants", warp).front().entry->name ==
+             "small_batch_v2_fi_layout");
   // The dispatch rule never picks it: it is forced (in the chain: --set finalize.variant=...).
   BOOST_TEST(picked(p, Options{}) == "small_batch");
   // Unaligned rows and huge strides are refused.
@@ -307,8 +337,10 @@ BOOST_AUTO_TEST_CASE(every_variant_name_fits_the_result_files_variant_column) {
   // /finalize_sweep and /finalize_check store the variant in 28 bytes (with the terminator).
   std::vector<std::string> names = fin::check_variant_names();
   for (std::int64_t k : {1, 6, 64})
-    for (auto const& g : v2::candidates(k))
+    for (auto const& g : v2::candidates(k)) {
       names.push_back(v2::candidate_name(g.chunks, g.loads, Trigger::kExit));
+      names.push_back(v2::candidate_name(g.chunks, g.loads, Trigger::kEntry, true));
+    }
   for (auto const& n : names)
     BOOST_TEST(n.size() < 28u, n);
 }

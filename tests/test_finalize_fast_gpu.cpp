@@ -102,8 +102,10 @@ BOOST_AUTO_TEST_CASE(small_batch_v2_every_geometry_matches_the_reference_and_rep
                                       "small_batch_v2_anchor",
                                       "small_batch_v2_fi_layout",
                                       "small_batch_v2_fi_geometry"};
-    for (auto const& g : finalize::v2::candidates(c.shape.top_k))
+    for (auto const& g : finalize::v2::candidates(c.shape.top_k)) {
       names.push_back(finalize::v2::candidate_name(g.chunks, g.loads));
+      names.push_back(finalize::v2::candidate_name(g.chunks, g.loads, Trigger::kEntry, true));
+    }
     for (auto const& name : names) {
       BOOST_TEST_CONTEXT(name << " on " << describe(c)) {
         Options const o = fin::variant_options(name);

@@ -79,6 +79,9 @@ struct LaunchPlan {
   // Set by a geometry that picks the placement per shape (small_batch_v2's policy table):
   // plan() uses it instead of the entry's default_trigger for Trigger::kDefault.
   Trigger policy_trigger = Trigger::kDefault;
+  // small_batch_v2: a chunk's top-K groups in separate warps, combined through shared memory
+  // (the released lane layout; its table picks it per shape), not in adjacent lanes.
+  bool warp_groups = false;
   // A lean instantiation serves the launch: placement and metadata side fixed at compile time,
   // no delay, stamps or snapshot (kernels/finalize/finalize_kernels.cuh, "Knob sets").
   bool lean = false;

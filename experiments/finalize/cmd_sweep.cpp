@@ -413,8 +413,9 @@ int sweep_finalize(cli::Args const& args) {
       "l2", cli::po::value(&l2)->default_value("hot"), "L2 state: hot, cold (or hot,cold)")(
       "variants", cli::po::value(&variants)->default_value(fin::join(fin::sweep_variant_names())),
       "finalize variants timed in the same rounds (each one's baseline, e.g. scalar, is added); "
-      "small_batch_v2/candidates[/exit] stands for every small_batch_v2 geometry candidate of "
-      "the grid's top-K values (entry or exit trigger), the policy measurement")(
+      "small_batch_v2/candidates[/exit|/w] stands for every small_batch_v2 geometry candidate of "
+      "the grid's top-K values (entry or exit trigger, or /w: the warp-groups lane layout), the "
+      "policy measurement")(
       "rounds", cli::po::value(&rounds)->default_value(5),
       "interleaved rounds, 3..1000")("launches", cli::po::value(&launches)->default_value(100),
                                      "launches per CUDA graph, 1..10000")(

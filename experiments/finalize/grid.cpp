@@ -38,10 +38,13 @@ Options variant_options(std::string const& name, std::string const& flag) {
   Options o;
   int chunks = 0, loads = 0;
   Trigger t = Trigger::kEntry;
-  if (finalize::v2::parse_candidate(name, &chunks, &loads, &t)) {
+  bool warp_groups = false;
+  if (finalize::v2::parse_candidate(name, &chunks, &loads, &t, &warp_groups)) {
     // A small_batch_v2 geometry candidate of the policy measurement.
-    o.variant = &finalize::variant(
-        t == Trigger::kExit ? "small_batch_v2_late_trigger" : "small_batch_v2", flag);
+    o.variant = &finalize::variant(warp_groups            ? "small_batch_v2_fi_layout"
+                                   : t == Trigger::kExit ? "small_batch_v2_late_trigger"
+                                                         : "small_batch_v2",
+                                   flag);
     o.v2_chunks = chunks;
     o.v2_loads = loads;
     return o;
@@ -49,7 +52,7 @@ Options variant_options(std::string const& name, std::string const& flag) {
   if (name.compare(0, 15, "small_batch_v2/") == 0)
     throw InputError(flag + ": '" + name +
                      "' is not a small_batch_v2 geometry candidate (small_batch_v2/c<chunks>/"
-                     "l<loads>[/exit], chunks a power of two in [4, 128], loads 1, 2, 4 or 8)");
+                     "l<loads>[/exit|/w], chunks a power of two in [4, 128], loads 1, 2, 4 or 8)");
   o.variant = &finalize::variant(name, flag);
   return o;
 }
@@ -59,13 +62,14 @@ std::string expand_v2_candidates(std::string const& list, std::vector<Shape> con
   for (auto const& item : split_names("--variants", list)) {
     bool const entry = item == "small_batch_v2/candidates";
     bool const exit = item == "small_batch_v2/candidates/exit";
+    bool const warp = item == "small_batch_v2/candidates/w";
     std::vector<std::string> names;
-    if (entry || exit) {
+    if (entry || exit || warp) {
       std::set<std::string> seen;
       for (auto const& s : shapes)
         for (auto const& g : finalize::v2::candidates(s.top_k)) {
-          auto const n = finalize::v2::candidate_name(g.chunks, g.loads,
-                                                      exit ? Trigger::kExit : Trigger::kEntry);
+          auto const n = finalize::v2::candidate_name(
+              g.chunks, g.loads, exit ? Trigger::kExit : Trigger::kEntry, warp);
           if (seen.insert(n).second)
             names.push_back(n);
         }

@@ -64,8 +64,9 @@ struct Shape {
   finalize::WeightType weights = finalize::WeightType::kBf16;
 };
 
-/// "small_batch_v2/candidates[/exit]" in a variant list -> the names of every small_batch_v2
-/// geometry candidate of the shapes' top-K values, with the entry (exit) trigger; those that do
+/// "small_batch_v2/candidates[/exit|/w]" in a variant list -> the names of every small_batch_v2
+/// geometry candidate of the shapes' top-K values, with the entry (exit) trigger or the
+/// warp-groups lane layout (at entry); those that do
 /// not fit a shape's K are left out of it with a note by the check and the sweep.
 std::string expand_v2_candidates(std::string const& list, std::vector<Shape> const& shapes);
 

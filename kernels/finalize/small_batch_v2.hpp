@@ -44,6 +44,9 @@ struct Geometry {
   int groups = 0;     // next power of two >= ceil(K / loads), <= 32
   int per_thread = 0; // experts a thread owns: ceil(K / groups) <= loads
   Trigger trigger = Trigger::kEntry;
+  // The released lane layout: a chunk's groups in separate warps, combined through shared
+  // memory (entry trigger only); else v2's, a chunk's groups in adjacent lanes, shuffles.
+  bool warp_groups = false;
   int threads() const { return chunks * groups; }
 };
 
@@ -52,11 +55,13 @@ struct PolicyEntry {
   std::int32_t hidden, tokens, top_k;
   std::int32_t chunks, loads;
   Trigger trigger;
+  bool warp_groups = false; // Geometry::warp_groups (tables written before it: false)
 };
 
-/// The geometry of (chunks, loads) for top-K `k`; InputError naming what is out of range.
+/// The geometry of (chunks, loads) for top-K `k`; InputError naming what is out of range (and
+/// the exit trigger with the warp-groups layout, which has no lean kernel).
 Geometry make_geometry(std::int64_t top_k, int chunks, int loads,
-                       Trigger trigger = Trigger::kEntry);
+                       Trigger trigger = Trigger::kEntry, bool warp_groups = false);
 
 /// The released kernel's geometry (DESIGN.md section 8): 256 threads, 4 loads, groups = the
 /// smallest power of two with 4 * groups >= K, 256 / groups chunks.
@@ -79,11 +84,14 @@ Geometry table_geometry(std::vector<PolicyEntry> const& t, std::int64_t hidden, 
 std::vector<Geometry> candidates(std::int64_t top_k);
 
 /// The candidate's variant name in result files: "small_batch_v2/c<chunks>/l<loads>" (plus
-/// "/exit" for the exit trigger), run as small_batch_v2 (small_batch_v2_late_trigger for
-/// /exit) with Options::v2_chunks and v2_loads; parse_candidate is its inverse (false if `name`
-/// is not one, or names chunks or loads make_geometry never takes).
-std::string candidate_name(int chunks, int loads, Trigger trigger = Trigger::kEntry);
-bool parse_candidate(std::string const& name, int* chunks, int* loads, Trigger* trigger);
+/// "/exit" for the exit trigger, or "/w" for the warp-groups layout), run as small_batch_v2
+/// (small_batch_v2_late_trigger for /exit, small_batch_v2_fi_layout for /w) with
+/// Options::v2_chunks and v2_loads; parse_candidate is its inverse (false if `name` is not one,
+/// or names chunks or loads make_geometry never takes).
+std::string candidate_name(int chunks, int loads, Trigger trigger = Trigger::kEntry,
+                           bool warp_groups = false);
+bool parse_candidate(std::string const& name, int* chunks, int* loads, Trigger* trigger,
+                     bool* warp_groups);
 
 /// The generated table and where it came from.
 std::vector<PolicyEntry> const& table();
@@ -105,8 +113,9 @@ bool is_v2(FinalizeVariant const& v);
 /// small_batch_v2 itself).
 std::uint32_t ablation_bits(FinalizeVariant const& v);
 /// The geometry of the entries: Options::v2_chunks/v2_loads when set (the candidates), the
-/// released geometry for small_batch_v2_fi_geometry, else the policy table (whose trigger
-/// small_batch_v2 itself takes for Trigger::kDefault: LaunchPlan::policy_trigger).
+/// released geometry for small_batch_v2_fi_geometry and _fi_layout, else the policy table
+/// (whose trigger and lane layout small_batch_v2 itself takes: LaunchPlan::policy_trigger for
+/// Trigger::kDefault, LaunchPlan::warp_groups).
 LaunchPlan geometry(FinalizeParams const& p, Options const& o, FinalizeVariant const& v);
 /// The lean kernels there are: metadata before the wait, and entry or exit (ablations: entry).
 bool has_lean(FinalizeVariant const& v, LaunchPlan const& lp);

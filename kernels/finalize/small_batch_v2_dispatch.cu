@@ -39,7 +39,8 @@ void launch_v2(FinalizeParams const& p, Options const& o, LaunchPlan const& lp, 
   kernels::V2Args a;
   a.log2_groups = log2_of(lp.groups);
   a.per_thread = lp.loads_per_thread;
-  a.ablate = v2::ablation_bits(*lp.variant);
+  // The table's warp-groups layout runs the fi_layout kernels (the same lane layout).
+  a.ablate = v2::ablation_bits(*lp.variant) | (lp.warp_groups ? v2::kWarpGroups : 0u);
   dim3 const grid(static_cast<unsigned>(lp.grid_x), static_cast<unsigned>(lp.grid_y));
   dim3 const block(static_cast<unsigned>(lp.block_x));
   value_switch<int, 1, 2, 4, 8>(
@@ -105,7 +106,8 @@ FinalizeVariant ablation(std::string name, Trigger trigger, int order, std::stri
 
 // The registry entries (core/ops/finalize_variants.hpp). Geometry candidates of the policy
 // measurement are not entries: small_batch_v2/c<chunks>/l<loads>[/exit] run small_batch_v2 (or
-// its late-trigger ablation) with Options::v2_chunks and v2_loads.
+// its late-trigger ablation, small_batch_v2_fi_layout for the warp-groups layout) with
+// Options::v2_chunks and v2_loads.
 Registrar const kV2(entry("small_batch_v2", Trigger::kEntry, 110,
                           "moefin's small-batch kernel: measured geometry, shuffle combine, "
                           "metadata broadcast, compiler-placed addresses"));

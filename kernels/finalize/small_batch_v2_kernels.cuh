@@ -31,6 +31,16 @@ struct V2Args {
 
 inline constexpr int kV2MaxThreads = 512;
 
+/// CTAs of kV2MaxThreads per SM the register allocation must allow (__launch_bounds__). Lean
+/// kernels of at most 4 loads a thread fit in 40 registers without spilling (3 x 512 threads an
+/// SM), 8 loads in 64; uncapped (bound 1), the shared-memory combine of the released lane layout
+/// took 72, so 3 CTAs of 256 threads filled an SM where the released kernel (43) fits 5, and a
+/// grid of 512 CTAs ran in two waves (H200: 3.0-3.3 us against the released kernel's 2.2 us at
+/// T = 32-128, K = 22-32, mode a). The instrumented kernels stay uncapped: no spill in the race
+/// experiments.
+template <int kL, bool kInstrumented>
+inline constexpr int kV2MinBlocks = kInstrumented ? 1 : (kL <= 4 ? 3 : 2);
+
 /// Whether ingredient `bit` is on: a compile-time answer for lean kernels (kOff), the launch's
 /// for instrumented ones.
 template <class K, std::uint32_t kOff>
@@ -52,7 +62,7 @@ __device__ __forceinline__ void fma8(float (&acc)[8], float w, uint4 v) {
 }
 
 template <int kL, class K, std::uint32_t kOff>
-__global__ void __launch_bounds__(kV2MaxThreads, 1)
+__global__ void __launch_bounds__(kV2MaxThreads, (kV2MinBlocks<kL, std::is_same_v<K, Knobs>>))
     finalize_small_batch_v2(FinalizeParams const p, V2Args const a, K const k) {
   constexpr bool kInstrumented = std::is_same_v<K, Knobs>;
   constexpr bool kMaySmem = kInstrumented || (kOff & (v2::kShuffle | v2::kWarpGroups)) != 0;

@@ -45,7 +45,8 @@ int fit_chunks(int chunks, int groups) {
 
 } // namespace
 
-Geometry make_geometry(std::int64_t top_k, int chunks, int loads, Trigger trigger) {
+Geometry make_geometry(std::int64_t top_k, int chunks, int loads, Trigger trigger,
+                       bool warp_groups) {
   if (top_k < 1 || top_k > Limits::kMaxTopK)
     throw InputError("small_batch_v2: top_k " + std::to_string(top_k) + " out of range [1, " +
                      std::to_string(Limits::kMaxTopK) + "]");
@@ -57,7 +58,11 @@ Geometry make_geometry(std::int64_t top_k, int chunks, int loads, Trigger trigge
   if (trigger != Trigger::kEntry && trigger != Trigger::kExit)
     throw InputError(std::string("small_batch_v2: table trigger ") + trigger_name(trigger) +
                      " is not entry or exit");
+  if (warp_groups && trigger != Trigger::kEntry)
+    throw InputError("small_batch_v2: the warp-groups layout triggers at entry only (no lean "
+                     "exit kernel)");
   Geometry g;
+  g.warp_groups = warp_groups;
   g.chunks = chunks;
   g.loads = loads;
   g.groups = groups_for(top_k, loads);
@@ -138,7 +143,7 @@ Geometry table_geometry(std::vector<PolicyEntry> const& t, std::int64_t hidden, 
   while (groups_for(top_k, loads) > Limits::kMaxGroups)
     loads *= 2;
   return make_geometry(top_k, fit_chunks(pick->chunks, groups_for(top_k, loads)), loads,
-                       pick->trigger);
+                       pick->trigger, pick->warp_groups);
 }
 
 std::vector<Geometry> candidates(std::int64_t top_k) {
@@ -160,12 +165,13 @@ std::vector<Geometry> candidates(std::int64_t top_k) {
   return out;
 }
 
-std::string candidate_name(int chunks, int loads, Trigger trigger) {
+std::string candidate_name(int chunks, int loads, Trigger trigger, bool warp_groups) {
   return "small_batch_v2/c" + std::to_string(chunks) + "/l" + std::to_string(loads) +
-         (trigger == Trigger::kExit ? "/exit" : "");
+         (trigger == Trigger::kExit ? "/exit" : "") + (warp_groups ? "/w" : "");
 }
 
-bool parse_candidate(std::string const& name, int* chunks, int* loads, Trigger* trigger) {
+bool parse_candidate(std::string const& name, int* chunks, int* loads, Trigger* trigger,
+                     bool* warp_groups) {
   std::string const prefix = "small_batch_v2/c";
   if (name.compare(0, prefix.size(), prefix) != 0)
     return false;
@@ -179,14 +185,15 @@ bool parse_candidate(std::string const& name, int* chunks, int* loads, Trigger* 
   if (end == s)
     return false;
   std::string const rest = end;
-  if (rest != "" && rest != "/exit")
+  if (rest != "" && rest != "/exit" && rest != "/w")
     return false;
   if (!pow2(static_cast<int>(c)) || c < Limits::kMinChunks || c > Limits::kMaxChunks ||
       (l != 1 && l != 2 && l != 4 && l != 8))
     return false;
   *chunks = static_cast<int>(c);
   *loads = static_cast<int>(l);
-  *trigger = rest.empty() ? Trigger::kEntry : Trigger::kExit;
+  *trigger = rest == "/exit" ? Trigger::kExit : Trigger::kEntry;
+  *warp_groups = rest == "/w";
   return true;
 }
 
@@ -220,7 +227,8 @@ LaunchPlan geometry(FinalizeParams const& p, Options const& o, FinalizeVariant c
     fail("takes v2_chunks and v2_loads together (both 0: the policy table)");
   Geometry g;
   if (o.v2_chunks != 0)
-    g = make_geometry(p.top_k, o.v2_chunks, o.v2_loads);
+    g = make_geometry(p.top_k, o.v2_chunks, o.v2_loads, Trigger::kEntry,
+                      v.name == "small_batch_v2_fi_layout");
   else if (v.name == "small_batch_v2_fi_geometry" || v.name == "small_batch_v2_fi_layout")
     g = released_geometry(p.top_k);
   else
@@ -235,13 +243,14 @@ LaunchPlan geometry(FinalizeParams const& p, Options const& o, FinalizeVariant c
   // The table's placement for small_batch_v2 itself; its ablations keep their entries' own.
   if (v.name == "small_batch_v2" && o.v2_chunks == 0)
     lp.policy_trigger = g.trigger;
+  lp.warp_groups = g.warp_groups || v.name == "small_batch_v2_fi_layout";
   return lp;
 }
 
 bool has_lean(FinalizeVariant const& v, LaunchPlan const& lp) {
   if (!lp.meta_before_wait)
     return false;
-  if (ablation_bits(v) == 0)
+  if (ablation_bits(v) == 0 && !lp.warp_groups)
     return lp.trigger == Trigger::kEntry || lp.trigger == Trigger::kExit;
   return lp.trigger == Trigger::kEntry;
 }

@@ -24,6 +24,37 @@ __device__ __forceinline__ float unordered(std::uint32_t key) {
   return __uint_as_float((key & 0x80000000u) ? (key & 0x7fffffffu) : ~key);
 }
 
+/// The largest of n keys by a tree of maxima (n a power of two).
+template <int kN>
+__device__ __forceinline__ std::uint32_t tree_max(std::uint32_t const (&key)[kN]) {
+  std::uint32_t m[kN];
+#pragma unroll
+  for (int j = 0; j < kN; ++j)
+    m[j] = key[j];
+#pragma unroll
+  for (int step = 1; step < kN; step <<= 1)
+#pragma unroll
+    for (int j = 0; j + step < kN; j += 2 * step)
+      m[j] = max(m[j], m[j + step]);
+  return m[0];
+}
+
+/// The lowest j with key[j] == v (v one of the keys): a bit per key, or-ed by a tree, then the
+/// lowest set bit; every compare is independent of the others.
+template <int kN>
+__device__ __forceinline__ int lowest_index_of(std::uint32_t const (&key)[kN], std::uint32_t v) {
+  std::uint32_t b[kN];
+#pragma unroll
+  for (int j = 0; j < kN; ++j)
+    b[j] = key[j] == v ? 1u << j : 0u;
+#pragma unroll
+  for (int step = 1; step < kN; step <<= 1)
+#pragma unroll
+    for (int j = 0; j + step < kN; j += 2 * step)
+      b[j] |= b[j + step];
+  return __ffs(b[0]) - 1;
+}
+
 __device__ __forceinline__ std::uint32_t warp_max(std::uint32_t v) {
   std::uint32_t r;
   asm volatile("redux.sync.max.u32 %0, %1, 0xffffffff;" : "=r"(r) : "r"(v));
@@ -59,57 +90,51 @@ __global__ void __launch_bounds__(1024) routing_fast_kernel(RoutingParams p, Pdl
   if (warp < T) {
     std::int64_t const t = warp;
     float const* s = p.scores + t * p.num_experts;
-    float v[kPer];
-    std::uint32_t avail = 0; // bit j: expert lane + 32 j not selected yet
+    // The lane's keys, 0 for experts past E and, once selected, for the selected one.
+    std::uint32_t key[kPer];
 #pragma unroll
-    for (int j = 0; j < kPer; ++j) {
-      bool const in = lane + 32 * j < E;
-      v[j] = in ? s[lane + 32 * j] : 0.0f;
-      avail |= in ? 1u << j : 0u;
-    }
-    // This lane's best remaining candidate (ties to the lower j, i.e. the lower expert id).
+    for (int j = 0; j < kPer; ++j)
+      key[j] = lane + 32 * j < E ? fast::ordered(s[lane + 32 * j]) : 0u;
+    // This lane's best remaining key and its lowest j (the lowest expert id of the lane) by a
+    // tree: log2(kPer) dependent steps where a scan of the keys takes kPer.
     std::uint32_t bkey = 0;
     int bj = 0;
     auto rescan = [&]() {
-      bkey = 0;
-#pragma unroll
-      for (int j = 0; j < kPer; ++j) {
-        std::uint32_t const key = (avail >> j) & 1u ? fast::ordered(v[j]) : 0u;
-        if (key > bkey) {
-          bkey = key;
-          bj = j;
-        }
-      }
+      bkey = fast::tree_max<kPer>(key);
+      bj = fast::lowest_index_of<kPer>(key, bkey);
     };
     rescan();
+    float const top = fast::unordered(fast::warp_max(bkey));
+    // Softmax over every expert needs each lane's sum before the selection zeroes its keys.
+    bool const over_all = p.method == Method::kSoftmaxTopK && !p.renormalize;
+    float lane_sum = 0.0f;
+    if (over_all)
+#pragma unroll
+      for (int j = 0; j < kPer; ++j)
+        if (lane + 32 * j < E)
+          lane_sum += expf(fast::unordered(key[j]) - top);
     Candidate mine{-INFINITY, -1};
-    float top = 0.0f;
     for (int kk = 0; kk < K; ++kk) {
-      // The warp's largest key, then among the lanes holding it the lowest expert id.
+      // The warp's largest key; the lane holding it, or among tied lanes the one of the lowest
+      // expert id (a second reduction, taken only on a tie: uniform over the warp).
       std::uint32_t const best = fast::warp_max(bkey);
-      std::uint32_t const low = fast::warp_max(bkey == best ? 1024u - (lane + 32 * bj) : 0u);
-      int const id = 1024 - static_cast<int>(low);
-      float const score = fast::unordered(best);
+      std::uint32_t const tied = __ballot_sync(0xffffffffu, bkey == best);
+      int winner = __ffs(tied) - 1;
+      if ((tied & (tied - 1)) != 0) {
+        std::uint32_t const low = fast::warp_max(bkey == best ? 1024u - (lane + 32 * bj) : 0u);
+        winner = (1024 - static_cast<int>(low)) & 31;
+      }
+      int const id = __shfl_sync(0xffffffffu, lane + 32 * bj, winner);
       if (lane == kk)
-        mine = Candidate{score, id};
-      if (kk == 0)
-        top = score;
-      if ((id & 31) == lane) {
-        avail &= ~(1u << (id >> 5));
+        mine = Candidate{fast::unordered(best), id};
+      if (lane == winner) {
+#pragma unroll
+        for (int j = 0; j < kPer; ++j)
+          key[j] = j == bj ? 0u : key[j];
         rescan();
       }
     }
-    finish_token(
-        p, t, mine, top,
-        [&] {
-          float all = 0.0f;
-#pragma unroll
-          for (int j = 0; j < kPer; ++j)
-            if (lane + 32 * j < E)
-              all += expf(v[j] - top);
-          return all;
-        },
-        masks, 1);
+    finish_token(p, t, mine, top, [&] { return lane_sum; }, masks, 1);
     if (lane < K)
       sel[t * K + lane] = mine.id;
   }

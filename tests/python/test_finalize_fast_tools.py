@@ -70,6 +70,28 @@ def test_policy_table_picks_the_best_score_and_the_measured_trigger(tmp_path):
     assert text.index("{4096, 1, 8") < text.index("{1024, 2, 16")
 
 
+def test_policy_table_takes_the_warp_groups_layout_where_it_scores_lowest(tmp_path):
+    rows = [(5120, 32, 32, "bf16", m, v, t) for v, a, b in
+            [("small_batch_v2/c32/l4", 3.7, 3.3), ("small_batch_v2/c32/l4/w", 2.0, 2.9),
+             ("small_batch_v2/c64/l4/w", 2.1, 3.4)] for m, t in (("a", a), ("b", b))]
+    # An exit row of the winning geometry in v2's layout: the /w entry stays at entry.
+    rows.append((5120, 32, 32, "bf16", "b", "small_batch_v2/c32/l4/exit", 1.0))
+    # Where v2's layout wins, no warp_groups flag (the older tables' format).
+    rows += [(1024, 1, 8, "bf16", m, v, t) for v, a, b in
+             [("small_batch_v2/c16/l4", 1.0, 2.0), ("small_batch_v2/c16/l4/w", 1.2, 2.1)]
+             for m, t in (("a", a), ("b", b))]
+    src = tmp_path / "sweep.h5"
+    sweep_file(src, rows)
+    out = tmp_path / "table.hpp"
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "v2_policy.py"), str(src),
+                        "--out", str(out)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    text = out.read_text()
+    assert "{5120, 32, 32, 32, 4, Trigger::kEntry, true}" in text
+    assert "{1024, 1, 8, 16, 4, Trigger::kEntry}," in text
+    assert "1 in the warp-groups layout" in r.stdout
+
+
 def test_policy_table_refuses_files_without_candidates(tmp_path):
     src = tmp_path / "plain.h5"
     sweep_file(src, [(4096, 1, 8, "bf16", "a", "small_batch", 1.0)])
