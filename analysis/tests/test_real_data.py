@@ -117,21 +117,51 @@ def test_launch_floor_and_peer_ratio(out):
         f"{np.median(ratios):.2f}x ({ratios.min():.2f}x)"
 
 
-def test_whole_layer_ratio_pairs_the_rounds(out):
-    t, samples = rows_of(H200 / "h200_chain_layer_sweep.h5", "layer_sweep")
-    shape, T = "H2048/I1280/E512/top-22", 1
+# The layer sweeps: the chain with the tiled bf16 GEMMs (no weights_format column: bf16-tiled)
+# and the decode GEMMs on bf16 and 4-bit weights; each format is its own column of the layer
+# tables, the PyTorch peer a column beside every format.
+LAYER_SWEEPS = [("h200_chain_layer_sweep.h5", "bf16-tiled"),
+                ("h200_decode_layer_sweep.h5", "bf16"), ("h200_decode_layer_sweep.h5", "fp4")]
+LAYER_PEER = H200 / "h200_layer_peer.h5"
+
+
+@pytest.mark.parametrize("name,fmt", LAYER_SWEEPS)
+@pytest.mark.parametrize("shape,T", [("H2048/I1280/E512/top-22", 1),
+                                     ("H6144/I512/E256/top-8", 16)])
+def test_whole_layer_ratio_pairs_the_rounds(out, name, fmt, shape, T):
+    t, samples = rows_of(H200 / name, "layer_sweep")
+    formats = t["weights_format"] if "weights_format" in t else np.full(len(t["T"]), fmt)
 
     def row(fin, place):
         (i,) = np.flatnonzero((t["shape"] == shape) & (t["T"] == T) & (t["finalize"] == fin)
-                              & (t["placement"] == place))
+                              & (t["placement"] == place) & (formats == fmt))
         return i
 
     prev, new = row("previous", "seed-after"), row("new", "seed-after")
     paired = np.median(samples[prev] / samples[new])
-    assert cell(out, "whole_layer_speedup", [shape, T], f"{COLUMN} (seed-after)") == \
+    assert cell(out, "whole_layer_speedup", [shape, T], f"{COLUMN} [{fmt}] (seed-after)") == \
         f"{paired:.3f}x"
-    assert cell(out, "layer_times_h200_sm90", [shape, T], "new finalize, seed-after") == \
+    before = row("new", "seed-before")
+    assert cell(out, "pdl_ordering_speedup", [shape, T], f"{COLUMN} [{fmt}] new finalize") == \
+        f"{np.median(samples[before] / samples[new]):.3f}x"
+    times = f"layer_times_h200_sm90_{fmt.replace('-', '_')}"
+    assert cell(out, times, [shape, T], "new finalize, seed-after") == \
         f"{t['median_us'][new]:.2f} ({t['min_us'][new]:.2f})"
+
+
+@pytest.mark.parametrize("fmt", sorted({f for _, f in LAYER_SWEEPS}))
+def test_layer_peer_stands_beside_the_chains_shape(out, fmt):
+    p, _ = rows_of(LAYER_PEER, "layer_sweep")
+    header, body = table(out, f"layer_times_h200_sm90_{fmt.replace('-', '_')}")
+    shapes = {row[0] for row in body}
+    assert set(p["shape"].tolist()) == shapes  # the peer adds no row of its own names
+    for kernel in ("grouped_mm", "gather_bmm"):
+        sel = p["finalize_kernel"] == kernel
+        assert sel.sum() > 5
+        for shape, T, med, lo in zip(p["shape"][sel], p["T"][sel], p["median_us"][sel],
+                                     p["min_us"][sel]):
+            assert cell(out, f"layer_times_h200_sm90_{fmt.replace('-', '_')}", [shape, T],
+                        f"torch {kernel}") == f"{med:.2f} ({lo:.2f})"
 
 
 def test_equivalence_keeps_each_run_and_its_reference_check(out):

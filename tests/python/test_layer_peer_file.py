@@ -3,9 +3,11 @@ schema of `moefin sweep layer`: the same columns in the same order, read back by
 torch and no GPU."""
 import importlib.util
 import re
+import subprocess
 import sys
 
 import h5py
+import pytest
 
 from conftest import ROOT, run
 
@@ -55,3 +57,92 @@ def test_peer_shapes_carry_the_chains_names(moefin):
     names = set(re.findall(r"shape=(H\d+/I\d+/E\d+/top-\d+[^,]*),weights_format", listed))
     assert len(names) == len(peer.SHAPES)
     assert {s["name"] for s in peer.SHAPES.values()} == names
+
+
+# scripts/layer_peer_names.py: a peer file of the old naming brought to the chain's names.
+_cspec = importlib.util.spec_from_file_location("layer_peer_names",
+                                                ROOT / "scripts" / "layer_peer_names.py")
+names = importlib.util.module_from_spec(_cspec)
+_cspec.loader.exec_module(names)
+
+OLD_TOP22 = "H2048/I1280/E512/top-22/relu2"
+
+
+def _old_peer_file(path, shapes):
+    """A peer file as the peer wrote it before it took the chain's names."""
+    f, _ = peer.common.open_result(str(path), False, 7, {"gpu_name": "NVIDIA H200"})
+    t = peer.common.TableWriter(f, "layer_sweep", "test", fields=peer.LAYER_FIELDS)
+    for i, (sname, shown) in enumerate(shapes):
+        shape = dict(peer.SHAPES[sname], name=shown)
+        us = [100.0 + i, 101.0 + i, 102.5 + i]
+        t.append(peer.row_key(shape, 8, "grouped_mm"),
+                 peer.row_values(shape, 8, "grouped_mm", 16, 3, us), us)
+    peer.common.finish_result(f)
+    return path
+
+
+def _same_except_names(src, dst):
+    """Every dataset and attribute of src in dst, /layer_sweep's shape and key excepted;
+    returns (src rows, dst rows)."""
+    with h5py.File(src, "r") as a, h5py.File(dst, "r") as b:
+        assert {k: a.attrs[k] for k in a.attrs} == {k: b.attrs[k] for k in a.attrs}
+        seen = []
+        a.visititems(lambda n, o: seen.append(n) if isinstance(o, h5py.Dataset) else None)
+        for n in seen:
+            assert dict(a[n].attrs) == dict(b[n].attrs)
+            if n != "layer_sweep/table":
+                assert (a[n][()] == b[n][()]).all(), n
+        ra, rb = a["layer_sweep/table"][()], b["layer_sweep/table"][()]
+        for col in ra.dtype.names:
+            if col not in ("shape", "key"):
+                x, y = ra[col], rb[col]
+                same = (x == y) | ((x != x) & (y != y)) if x.dtype.kind == "f" else x == y
+                assert same.all(), col
+        return ra, rb
+
+
+def test_names_script_maps_only_the_old_shape_names(tmp_path, moefin):
+    src = _old_peer_file(tmp_path / "old.h5", [("top-8", peer.SHAPES["top-8"]["name"]),
+                                               ("top-22", OLD_TOP22)])
+    dst = tmp_path / "new.h5"
+    assert names.convert(str(src), str(dst)) == {OLD_TOP22: peer.SHAPES["top-22"]["name"]}
+    old, new = _same_except_names(src, dst)
+    assert new["shape"].tolist() == [peer.SHAPES["top-8"]["name"].encode(),
+                                     peer.SHAPES["top-22"]["name"].encode()]
+    assert new["key"][1].decode() == peer.row_key(peer.SHAPES["top-22"], 8, "grouped_mm")
+    assert new["key"][0] == old["key"][0]
+    with h5py.File(dst, "r") as f:
+        assert f.attrs["converted_by"] == "scripts/layer_peer_names.py"
+        assert f.attrs["converted_sha256"] == names.sha256(src)
+        assert OLD_TOP22 in f.attrs["conversion"]
+    # moefin reads it, the top-22 row under the chain's name
+    shown = run(moefin, "sweep", "layer", "--print", dst).stdout
+    assert "H2048/I1280/E512/top-22 " in shown and "/relu2" not in shown
+
+
+def test_names_script_refuses_unknown_shapes_and_an_existing_output(tmp_path):
+    src = _old_peer_file(tmp_path / "odd.h5", [("top-8", "H6144/I512/E256/top-8/relu2")])
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "layer_peer_names.py"),
+                           str(src), str(tmp_path / "out.h5")], capture_output=True, text=True)
+    assert proc.returncode == 1
+    assert "H6144/I512/E256/top-8/relu2' is not one of the peer's shapes" in proc.stderr
+    assert not (tmp_path / "out.h5").exists()
+    ok = _old_peer_file(tmp_path / "ok.h5", [("top-22", OLD_TOP22)])
+    (tmp_path / "taken.h5").write_bytes(b"x")
+    with pytest.raises(FileExistsError):
+        names.convert(str(ok), str(tmp_path / "taken.h5"))
+    assert (tmp_path / "taken.h5").read_bytes() == b"x"
+
+
+def test_committed_peer_is_the_raw_measurement_with_the_chains_names():
+    """data/h200/h200_layer_peer.h5 = results/h200_layer_peer/h200_layer_peer.h5 through
+    scripts/layer_peer_names.py: the same values, top-22 under the chain's name."""
+    src = ROOT / "results" / "h200_layer_peer" / "h200_layer_peer.h5"
+    dst = ROOT / "data" / "h200" / "h200_layer_peer.h5"
+    old, new = _same_except_names(src, dst)
+    mapped = {OLD_TOP22: peer.SHAPES["top-22"]["name"]}
+    assert [mapped.get(s, s) for s in old["shape"].astype(str)] == new["shape"].astype(str).tolist()
+    assert sorted(set(new["shape"].astype(str))) == sorted(s["name"] for s in peer.SHAPES.values())
+    with h5py.File(dst, "r") as f:
+        assert f.attrs["converted_from"] == "results/h200_layer_peer/h200_layer_peer.h5"
+        assert f.attrs["converted_sha256"] == names.sha256(src)
