@@ -105,8 +105,11 @@ bench::Benchmark sweep_benchmark(SweepConfig const& c, fin::GridAxes const& grid
            },
            true, 1.0});
   b.ratio({"ablation_ratio", "ablation_lo", "ablation_hi", "variant",
-           [](bench::Config const& row) {
-             return fin::variant_options(row.str("variant"), "variant").variant->ablation_of;
+           [](bench::Config const& row) -> std::string {
+             // A geometry candidate (/exit, /w) runs an ablation's kernel at its own geometry:
+             // no ablation ratio, and no small_batch_v2 row needed beside it.
+             auto const o = fin::variant_options(row.str("variant"), "variant");
+             return o.v2_chunks != 0 ? std::string() : o.variant->ablation_of;
            },
            false, std::numeric_limits<double>::quiet_NaN()});
   return b;

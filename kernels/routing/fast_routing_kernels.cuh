@@ -127,12 +127,13 @@ __global__ void __launch_bounds__(1024) routing_fast_kernel(RoutingParams p, Pdl
       int const id = __shfl_sync(0xffffffffu, lane + 32 * bj, winner);
       if (lane == kk)
         mine = Candidate{fast::unordered(best), id};
-      if (lane == winner) {
+      // Every lane runs the update (the others change nothing): no divergent branch to
+      // reconverge from before the next reduction.
+      bool const won = lane == winner;
 #pragma unroll
-        for (int j = 0; j < kPer; ++j)
-          key[j] = j == bj ? 0u : key[j];
-        rescan();
-      }
+      for (int j = 0; j < kPer; ++j)
+        key[j] = won && j == bj ? 0u : key[j];
+      rescan();
     }
     finish_token(p, t, mine, top, [&] { return lane_sum; }, masks, 1);
     if (lane < K)
