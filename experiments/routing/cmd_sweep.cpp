@@ -131,7 +131,14 @@ int sweep_routing(cli::Args const& args) {
       // Checks: the reference of each checked routing, then every implementation on it.
       std::vector<std::vector<std::vector<std::int32_t>>> block_arrays;
       std::vector<std::vector<std::uint16_t>> block_weights;
-      for (auto const& impl : impls) {
+      // The block kernel is the bitwise reference of the others: checked first even where
+      // --impls leaves it out (its check row then stands without a timing row).
+      auto checked = impls;
+      bool const has_block = std::any_of(impls.begin(), impls.end(),
+                                         [](auto const& r) { return r.name == "block"; });
+      if (!has_block)
+        checked.insert(checked.begin(), routing_bench::select_routing_impls("block", "--impls").front());
+      for (auto const& impl : checked) {
         if (!impl.supports(shp) || !impl.moefin_layout || nchecks == 0)
           continue;
         std::int64_t bad_layouts = 0, steps = 0;
