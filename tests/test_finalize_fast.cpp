@@ -224,6 +224,25 @@ BOOST_AUTO_TEST_CASE(v2_table_lookup_takes_the_nearest_tokens_then_top_k_then_hi
   BOOST_TEST(std::string(v2::table_source()).size() > 0);
 }
 
+BOOST_AUTO_TEST_CASE(v2_table_layout_is_small_batch_v2s_own_not_its_ablations) {
+  // Where the committed table picks the warp-groups layout, small_batch_v2 takes it and each
+  // ablation keeps v2's layout (no lean kernel has both an ablation bit and the layout bit).
+  int seen = 0;
+  for (auto const& e : v2::table()) {
+    if (!e.warp_groups)
+      continue;
+    ++seen;
+    auto const p = shape(e.hidden, e.tokens, e.top_k);
+    BOOST_TEST(finalize::plan(p, named("small_batch_v2")).warp_groups);
+    for (char const* a : {"small_batch_v2_late_trigger", "small_batch_v2_no_shuffle",
+                          "small_batch_v2_no_broadcast", "small_batch_v2_anchor",
+                          "small_batch_v2_fi_geometry"})
+      BOOST_TEST(!finalize::plan(p, named(a)).warp_groups, a);
+    BOOST_TEST(finalize::plan(p, named("small_batch_v2_fi_layout")).warp_groups);
+  }
+  BOOST_TEST(seen > 0);
+}
+
 BOOST_AUTO_TEST_CASE(v2_plan_and_names_reach_every_ablation) {
   auto const p = shape(7168, 3, 22);
   auto lp = finalize::plan(p, named("small_batch_v2"));

@@ -243,7 +243,10 @@ LaunchPlan geometry(FinalizeParams const& p, Options const& o, FinalizeVariant c
   // The table's placement for small_batch_v2 itself; its ablations keep their entries' own.
   if (v.name == "small_batch_v2" && o.v2_chunks == 0)
     lp.policy_trigger = g.trigger;
-  lp.warp_groups = g.warp_groups || v.name == "small_batch_v2_fi_layout";
+  // The table's lane layout is small_batch_v2's own; its ablations switch their ingredient off
+  // in v2's layout at the table's geometry (the warp-groups kernels have no ablations).
+  lp.warp_groups = (v.name == "small_batch_v2" && g.warp_groups) ||
+                   v.name == "small_batch_v2_fi_layout";
   return lp;
 }
 
