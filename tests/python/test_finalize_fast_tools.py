@@ -34,6 +34,11 @@ def sweep_file(path, rows):
         write_table(f, "finalize_sweep", table, [[r[-1]] for r in rows])
 
 
+def v2_policy(*args):
+    return subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "v2_policy.py"), *args],
+                          capture_output=True, text=True)
+
+
 def candidates_rows():
     # (H, T, K): c16/l4 best in a, c8/l2 best in b; c32/l4 second in both: the score picks the
     # geometry with the lowest a/a_best + b/b_best, c32/l4 (1.02 + 1.02 < 1 + 1.10, 1.10 + 1).
@@ -58,8 +63,7 @@ def test_policy_table_picks_the_best_score_and_the_measured_trigger(tmp_path):
     src = tmp_path / "sweep.h5"
     sweep_file(src, candidates_rows())
     out = tmp_path / "table.hpp"
-    r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "v2_policy.py"), str(src),
-                        "--out", str(out)], capture_output=True, text=True)
+    r = v2_policy(str(src), "--out", str(out))
     assert r.returncode == 0, r.stderr
     text = out.read_text()
     assert "{4096, 1, 8, 32, 4, Trigger::kExit}" in text
@@ -83,8 +87,7 @@ def test_policy_table_takes_the_warp_groups_layout_where_it_scores_lowest(tmp_pa
     src = tmp_path / "sweep.h5"
     sweep_file(src, rows)
     out = tmp_path / "table.hpp"
-    r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "v2_policy.py"), str(src),
-                        "--out", str(out)], capture_output=True, text=True)
+    r = v2_policy(str(src), "--out", str(out))
     assert r.returncode == 0, r.stderr
     text = out.read_text()
     assert "{5120, 32, 32, 32, 4, Trigger::kEntry, true}" in text
@@ -95,17 +98,14 @@ def test_policy_table_takes_the_warp_groups_layout_where_it_scores_lowest(tmp_pa
 def test_policy_table_refuses_files_without_candidates(tmp_path):
     src = tmp_path / "plain.h5"
     sweep_file(src, [(4096, 1, 8, "bf16", "a", "small_batch", 1.0)])
-    r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "v2_policy.py"), str(src),
-                        "--out", str(tmp_path / "t.hpp")], capture_output=True, text=True)
+    r = v2_policy(str(src), "--out", str(tmp_path / "t.hpp"))
     assert r.returncode == 1
     assert "no small_batch_v2/c*/l* rows" in r.stderr
     bad = tmp_path / "bad.h5"
     bad.write_text("not hdf5")
-    r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "v2_policy.py"), str(bad)],
-                       capture_output=True, text=True)
+    r = v2_policy(str(bad))
     assert r.returncode == 1 and "not an HDF5 file" in r.stderr
-    r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "v2_policy.py"), str(src),
-                        "--exit-margin", "0.7"], capture_output=True, text=True)
+    r = v2_policy(str(src), "--exit-margin", "0.7")
     assert r.returncode == 2
 
 
