@@ -8,9 +8,11 @@ geometry and lane layout (v2's adjacent lanes, or /w: the groups in separate war
 lowest score a/a_best + b/b_best over the entry-trigger candidates, a and b
 being its median per-launch time in modes a and b (hot L2) and *_best the fastest candidate's in
 that mode (one mode alone where only one was measured; ties: fewer threads, then fewer loads,
-then v2's layout); a v2-layout geometry's trigger is exit when that geometry with the exit trigger was faster in mode b by more than
---exit-margin, else entry. The header names the files it came from (path, sha256, root
-attributes git_commit, gpu_name, date) and is the only input of v2::policy_geometry().
+then v2's layout); a v2-layout geometry's trigger is exit when that geometry with the exit
+trigger was measured in every mode of the score and scores lower by more than --exit-margin
+(faster in mode b alone is not enough: mode a is where the early trigger pays), else entry.
+The header names the files it came from (path, sha256, root attributes git_commit, gpu_name,
+date) and is the only input of v2::policy_geometry().
 
 usage: scripts/v2_policy.py FILE.h5... [--out HEADER] [--weights bf16] [--exit-margin 0.01]
 Exit status: 0 written; 1 a file is unreadable or holds no candidate rows; 2 bad usage.
@@ -87,11 +89,10 @@ def choose(rows, exit_margin):
     table = {}
     for key, rs in sorted(cells.items()):
         per = {}  # (chunks, loads, warp) -> {mode: median}, entry trigger
-        exit_b = {}  # (chunks, loads) -> mode b median with the exit trigger (v2's layout)
+        exits = {}  # (chunks, loads) -> {mode: median} with the exit trigger (v2's layout)
         for r in rs:
             if r["exit"]:
-                if r["mode"] == "b":
-                    exit_b[(r["chunks"], r["loads"])] = r["median"]
+                exits.setdefault((r["chunks"], r["loads"]), {})[r["mode"]] = r["median"]
             else:
                 g = (r["chunks"], r["loads"], r["warp"])
                 per.setdefault(g, {})[r["mode"]] = r["median"]
@@ -111,11 +112,15 @@ def choose(rows, exit_margin):
         scored.sort()
         score, _, _, _, (chunks, loads, warp) = scored[0]
         trigger = "kEntry"
-        entry_b = per[(chunks, loads, warp)].get("b")
-        # The warp-groups layout has no exit-trigger kernel: it stays at entry.
-        if not warp and entry_b is not None and (chunks, loads) in exit_b:
-            if exit_b[(chunks, loads)] < entry_b * (1.0 - exit_margin):
+        # The exit trigger only where it was measured in every mode of the score and scores
+        # lower by the margin: faster in mode b alone is not enough, the early trigger is what
+        # mode a gains most from. The warp-groups layout has no exit-trigger kernel.
+        ex = exits.get((chunks, loads), {})
+        if not warp and all(m in ex for m in modes):
+            exit_score = sum(ex[m] / best[m] for m in modes)
+            if exit_score < score * (1.0 - exit_margin):
                 trigger = "kExit"
+                score = exit_score
         table[key] = (chunks, loads, trigger, warp, score, len(per))
     return table
 
@@ -136,8 +141,8 @@ def render(table, sources, weights, exit_margin):
         "// Source: %s" % src,
         "// Per (H, T, K), %s weights: the geometry with the lowest a/a_best + b/b_best of the" % weights,
         "// measured candidates (median per-launch time, hot L2); trigger exit where that geometry",
-        "// with the exit trigger was faster in mode b by more than %.1f%%; warp_groups (the" % (100 * exit_margin),
-        "// released lane layout) where a /w candidate scored lowest.",
+        "// with the exit trigger, measured in every mode, scored lower by more than %.1f%%;" % (100 * exit_margin),
+        "// warp_groups (the released lane layout) where a /w candidate scored lowest.",
         "",
         '#include "kernels/finalize/small_batch_v2.hpp"',
         "",

@@ -3,8 +3,8 @@
 // Source: results/h200_policy/h200_finalize_fast_candidates.h5 (sha256 98cb54fb33617377, 13312 candidate rows, git_commit b702fd3f4bda, gpu NVIDIA H200, 2026-12-03T10:22:03Z); results/h200_policy/h200_finalize_fast_candidates_w.h5 (sha256 80f51b93f5d4a9bc, 33280 candidate rows, git_commit 3d9dfe3962d4, gpu NVIDIA H200, 2026-12-03T15:23:22Z)
 // Per (H, T, K), bf16 weights: the geometry with the lowest a/a_best + b/b_best of the
 // measured candidates (median per-launch time, hot L2); trigger exit where that geometry
-// with the exit trigger was faster in mode b by more than 1.0%; warp_groups (the
-// released lane layout) where a /w candidate scored lowest.
+// with the exit trigger, measured in every mode, scored lower by more than 1.0%;
+// warp_groups (the released lane layout) where a /w candidate scored lowest.
 
 #include "kernels/finalize/small_batch_v2.hpp"
 
@@ -28,7 +28,7 @@ inline constexpr std::array<PolicyEntry, 576> kTable = {{
     {5120, 1, 6, 64, 4, Trigger::kEntry}, // score 2.030 of 34
     {6144, 1, 6, 64, 4, Trigger::kEntry}, // score 2.015 of 34
     {7168, 1, 6, 64, 4, Trigger::kEntry}, // score 2.025 of 34
-    {1024, 1, 8, 32, 4, Trigger::kExit}, // score 2.008 of 34
+    {1024, 1, 8, 32, 4, Trigger::kEntry}, // score 2.008 of 34
     {2048, 1, 8, 64, 4, Trigger::kEntry}, // score 2.019 of 34
     {2880, 1, 8, 64, 4, Trigger::kEntry}, // score 2.000 of 34
     {3584, 1, 8, 64, 4, Trigger::kEntry}, // score 2.010 of 34
@@ -36,47 +36,47 @@ inline constexpr std::array<PolicyEntry, 576> kTable = {{
     {5120, 1, 8, 64, 4, Trigger::kEntry}, // score 2.000 of 34
     {6144, 1, 8, 64, 4, Trigger::kEntry}, // score 2.003 of 34
     {7168, 1, 8, 64, 4, Trigger::kEntry}, // score 2.003 of 34
-    {1024, 1, 10, 16, 8, Trigger::kExit}, // score 2.035 of 36
-    {2048, 1, 10, 32, 8, Trigger::kExit}, // score 2.031 of 36
+    {1024, 1, 10, 16, 8, Trigger::kEntry}, // score 2.035 of 36
+    {2048, 1, 10, 32, 8, Trigger::kEntry}, // score 2.031 of 36
     {2880, 1, 10, 32, 8, Trigger::kEntry}, // score 2.025 of 36
     {3584, 1, 10, 32, 8, Trigger::kEntry}, // score 2.003 of 36
-    {4096, 1, 10, 32, 8, Trigger::kExit}, // score 2.002 of 36
-    {5120, 1, 10, 32, 8, Trigger::kExit}, // score 2.004 of 36
-    {6144, 1, 10, 32, 8, Trigger::kExit}, // score 2.007 of 36
-    {7168, 1, 10, 32, 8, Trigger::kExit}, // score 2.004 of 36
-    {1024, 1, 16, 8, 4, Trigger::kExit}, // score 2.002 of 36
-    {2048, 1, 16, 8, 4, Trigger::kExit}, // score 2.000 of 36
-    {2880, 1, 16, 16, 4, Trigger::kExit}, // score 2.006 of 36
+    {4096, 1, 10, 32, 8, Trigger::kEntry}, // score 2.002 of 36
+    {5120, 1, 10, 32, 8, Trigger::kEntry}, // score 2.004 of 36
+    {6144, 1, 10, 32, 8, Trigger::kEntry}, // score 2.007 of 36
+    {7168, 1, 10, 32, 8, Trigger::kEntry}, // score 2.004 of 36
+    {1024, 1, 16, 8, 4, Trigger::kEntry}, // score 2.002 of 36
+    {2048, 1, 16, 8, 4, Trigger::kEntry}, // score 2.000 of 36
+    {2880, 1, 16, 16, 4, Trigger::kEntry}, // score 2.006 of 36
     {3584, 1, 16, 8, 4, Trigger::kEntry}, // score 2.004 of 36
     {4096, 1, 16, 16, 4, Trigger::kEntry}, // score 2.005 of 36
-    {5120, 1, 16, 16, 4, Trigger::kExit}, // score 2.010 of 36
+    {5120, 1, 16, 16, 4, Trigger::kEntry}, // score 2.010 of 36
     {6144, 1, 16, 32, 8, Trigger::kEntry}, // score 2.006 of 36
-    {7168, 1, 16, 16, 4, Trigger::kExit}, // score 2.000 of 36
-    {1024, 1, 22, 4, 4, Trigger::kExit}, // score 2.000 of 34
+    {7168, 1, 16, 16, 4, Trigger::kEntry}, // score 2.000 of 36
+    {1024, 1, 22, 4, 4, Trigger::kEntry}, // score 2.000 of 34
     {2048, 1, 22, 4, 4, Trigger::kEntry}, // score 2.000 of 34
-    {2880, 1, 22, 16, 8, Trigger::kExit}, // score 2.000 of 34
+    {2880, 1, 22, 16, 8, Trigger::kEntry}, // score 2.000 of 34
     {3584, 1, 22, 8, 8, Trigger::kEntry}, // score 2.008 of 34
     {4096, 1, 22, 16, 8, Trigger::kEntry}, // score 2.005 of 34
     {5120, 1, 22, 8, 8, Trigger::kEntry}, // score 2.009 of 34
-    {6144, 1, 22, 16, 8, Trigger::kExit}, // score 2.000 of 34
-    {7168, 1, 22, 16, 8, Trigger::kExit}, // score 2.000 of 34
-    {1024, 1, 32, 4, 4, Trigger::kExit}, // score 2.000 of 34
-    {2048, 1, 32, 4, 4, Trigger::kExit}, // score 2.003 of 34
-    {2880, 1, 32, 8, 8, Trigger::kExit}, // score 2.014 of 34
+    {6144, 1, 22, 16, 8, Trigger::kEntry}, // score 2.000 of 34
+    {7168, 1, 22, 16, 8, Trigger::kEntry}, // score 2.000 of 34
+    {1024, 1, 32, 4, 4, Trigger::kEntry}, // score 2.000 of 34
+    {2048, 1, 32, 4, 4, Trigger::kEntry}, // score 2.003 of 34
+    {2880, 1, 32, 8, 8, Trigger::kEntry}, // score 2.014 of 34
     {3584, 1, 32, 8, 8, Trigger::kEntry}, // score 2.011 of 34
     {4096, 1, 32, 4, 4, Trigger::kEntry}, // score 2.022 of 34
-    {5120, 1, 32, 8, 8, Trigger::kExit}, // score 2.010 of 34
+    {5120, 1, 32, 8, 8, Trigger::kEntry}, // score 2.010 of 34
     {6144, 1, 32, 8, 8, Trigger::kEntry}, // score 2.000 of 34
     {7168, 1, 32, 8, 8, Trigger::kEntry}, // score 2.009 of 34
     {1024, 2, 6, 64, 8, Trigger::kEntry}, // score 2.003 of 34
     {2048, 2, 6, 64, 4, Trigger::kEntry}, // score 2.000 of 34
-    {2880, 2, 6, 64, 4, Trigger::kExit}, // score 2.013 of 34
+    {2880, 2, 6, 64, 4, Trigger::kEntry}, // score 2.013 of 34
     {3584, 2, 6, 64, 4, Trigger::kEntry}, // score 2.028 of 34
     {4096, 2, 6, 32, 4, Trigger::kEntry}, // score 2.027 of 34
     {5120, 2, 6, 64, 4, Trigger::kEntry}, // score 2.038 of 34
     {6144, 2, 6, 64, 8, Trigger::kEntry}, // score 2.032 of 34
-    {7168, 2, 6, 64, 8, Trigger::kExit}, // score 2.027 of 34
-    {1024, 2, 8, 64, 4, Trigger::kExit}, // score 2.018 of 34
+    {7168, 2, 6, 64, 8, Trigger::kEntry}, // score 2.027 of 34
+    {1024, 2, 8, 64, 4, Trigger::kEntry}, // score 2.018 of 34
     {2048, 2, 8, 64, 4, Trigger::kEntry}, // score 2.000 of 34
     {2880, 2, 8, 64, 4, Trigger::kEntry}, // score 2.013 of 34
     {3584, 2, 8, 64, 4, Trigger::kEntry}, // score 2.003 of 34
@@ -84,24 +84,24 @@ inline constexpr std::array<PolicyEntry, 576> kTable = {{
     {5120, 2, 8, 64, 4, Trigger::kEntry}, // score 2.018 of 34
     {6144, 2, 8, 64, 4, Trigger::kEntry}, // score 2.013 of 34
     {7168, 2, 8, 64, 8, Trigger::kEntry}, // score 2.003 of 34
-    {1024, 2, 10, 8, 4, Trigger::kExit}, // score 2.003 of 36
-    {2048, 2, 10, 32, 8, Trigger::kExit}, // score 2.001 of 36
-    {2880, 2, 10, 32, 8, Trigger::kExit}, // score 2.012 of 36
-    {3584, 2, 10, 32, 8, Trigger::kExit}, // score 2.008 of 36
+    {1024, 2, 10, 8, 4, Trigger::kEntry}, // score 2.003 of 36
+    {2048, 2, 10, 32, 8, Trigger::kEntry}, // score 2.001 of 36
+    {2880, 2, 10, 32, 8, Trigger::kEntry}, // score 2.012 of 36
+    {3584, 2, 10, 32, 8, Trigger::kEntry}, // score 2.008 of 36
     {4096, 2, 10, 32, 8, Trigger::kEntry}, // score 2.007 of 36
     {5120, 2, 10, 64, 8, Trigger::kEntry}, // score 2.023 of 36
     {6144, 2, 10, 32, 8, Trigger::kEntry}, // score 2.015 of 36
-    {7168, 2, 10, 32, 8, Trigger::kExit}, // score 2.011 of 36
-    {1024, 2, 16, 8, 4, Trigger::kExit}, // score 2.000 of 36
+    {7168, 2, 10, 32, 8, Trigger::kEntry}, // score 2.011 of 36
+    {1024, 2, 16, 8, 4, Trigger::kEntry}, // score 2.000 of 36
     {2048, 2, 16, 32, 8, Trigger::kEntry}, // score 2.003 of 36
     {2880, 2, 16, 16, 8, Trigger::kEntry}, // score 2.009 of 36
-    {3584, 2, 16, 16, 8, Trigger::kExit}, // score 2.000 of 36
-    {4096, 2, 16, 16, 4, Trigger::kExit}, // score 2.008 of 36
-    {5120, 2, 16, 32, 8, Trigger::kExit}, // score 2.011 of 36
-    {6144, 2, 16, 32, 8, Trigger::kExit}, // score 2.010 of 36
+    {3584, 2, 16, 16, 8, Trigger::kEntry}, // score 2.000 of 36
+    {4096, 2, 16, 16, 4, Trigger::kEntry}, // score 2.008 of 36
+    {5120, 2, 16, 32, 8, Trigger::kEntry}, // score 2.011 of 36
+    {6144, 2, 16, 32, 8, Trigger::kEntry}, // score 2.010 of 36
     {7168, 2, 16, 32, 8, Trigger::kEntry}, // score 2.000 of 36
-    {1024, 2, 22, 4, 4, Trigger::kExit}, // score 2.025 of 34
-    {2048, 2, 22, 16, 8, Trigger::kExit}, // score 2.013 of 34
+    {1024, 2, 22, 4, 4, Trigger::kEntry}, // score 2.025 of 34
+    {2048, 2, 22, 16, 8, Trigger::kEntry}, // score 2.013 of 34
     {2880, 2, 22, 16, 8, Trigger::kEntry}, // score 2.000 of 34
     {3584, 2, 22, 16, 8, Trigger::kEntry}, // score 2.000 of 34
     {4096, 2, 22, 16, 8, Trigger::kEntry}, // score 2.000 of 34
@@ -110,10 +110,10 @@ inline constexpr std::array<PolicyEntry, 576> kTable = {{
     {7168, 2, 22, 16, 8, Trigger::kEntry}, // score 2.032 of 34
     {1024, 2, 32, 4, 4, Trigger::kEntry}, // score 2.013 of 34
     {2048, 2, 32, 8, 8, Trigger::kEntry}, // score 2.000 of 34
-    {2880, 2, 32, 8, 8, Trigger::kExit}, // score 2.000 of 34
-    {3584, 2, 32, 8, 8, Trigger::kExit}, // score 2.002 of 34
+    {2880, 2, 32, 8, 8, Trigger::kEntry}, // score 2.000 of 34
+    {3584, 2, 32, 8, 8, Trigger::kEntry}, // score 2.002 of 34
     {4096, 2, 32, 16, 8, Trigger::kEntry}, // score 2.000 of 34
-    {5120, 2, 32, 8, 8, Trigger::kExit}, // score 2.025 of 34
+    {5120, 2, 32, 8, 8, Trigger::kEntry}, // score 2.025 of 34
     {6144, 2, 32, 8, 8, Trigger::kEntry}, // score 2.015 of 34
     {7168, 2, 32, 8, 8, Trigger::kEntry}, // score 2.024 of 34
     {1024, 3, 6, 128, 8, Trigger::kEntry}, // score 2.025 of 17
@@ -165,50 +165,50 @@ inline constexpr std::array<PolicyEntry, 576> kTable = {{
     {6144, 3, 32, 8, 8, Trigger::kEntry}, // score 2.006 of 17
     {7168, 3, 32, 8, 8, Trigger::kEntry}, // score 2.015 of 17
     {1024, 4, 6, 64, 4, Trigger::kEntry}, // score 2.023 of 34
-    {2048, 4, 6, 64, 4, Trigger::kExit}, // score 2.004 of 34
+    {2048, 4, 6, 64, 4, Trigger::kEntry}, // score 2.004 of 34
     {2880, 4, 6, 64, 8, Trigger::kEntry}, // score 2.050 of 34
-    {3584, 4, 6, 64, 4, Trigger::kExit}, // score 2.042 of 34
+    {3584, 4, 6, 64, 4, Trigger::kEntry}, // score 2.042 of 34
     {4096, 4, 6, 64, 4, Trigger::kEntry}, // score 2.029 of 34
-    {5120, 4, 6, 64, 8, Trigger::kExit}, // score 2.024 of 34
-    {6144, 4, 6, 128, 8, Trigger::kExit}, // score 2.028 of 34
-    {7168, 4, 6, 64, 8, Trigger::kExit}, // score 2.026 of 34
+    {5120, 4, 6, 64, 8, Trigger::kEntry}, // score 2.024 of 34
+    {6144, 4, 6, 128, 8, Trigger::kEntry}, // score 2.028 of 34
+    {7168, 4, 6, 64, 8, Trigger::kEntry}, // score 2.026 of 34
     {1024, 4, 8, 64, 4, Trigger::kEntry}, // score 2.000 of 34
     {2048, 4, 8, 64, 4, Trigger::kEntry}, // score 2.009 of 34
     {2880, 4, 8, 64, 4, Trigger::kEntry}, // score 2.005 of 34
     {3584, 4, 8, 64, 4, Trigger::kEntry}, // score 2.013 of 34
     {4096, 4, 8, 64, 4, Trigger::kEntry}, // score 2.010 of 34
-    {5120, 4, 8, 64, 4, Trigger::kExit}, // score 2.007 of 34
+    {5120, 4, 8, 64, 4, Trigger::kEntry}, // score 2.007 of 34
     {6144, 4, 8, 64, 4, Trigger::kEntry}, // score 2.009 of 34
-    {7168, 4, 8, 64, 8, Trigger::kExit}, // score 2.019 of 34
+    {7168, 4, 8, 64, 8, Trigger::kEntry}, // score 2.019 of 34
     {1024, 4, 10, 16, 8, Trigger::kEntry}, // score 2.016 of 36
-    {2048, 4, 10, 32, 8, Trigger::kExit}, // score 2.027 of 36
-    {2880, 4, 10, 32, 8, Trigger::kExit}, // score 2.007 of 36
-    {3584, 4, 10, 64, 8, Trigger::kExit}, // score 2.020 of 36
+    {2048, 4, 10, 32, 8, Trigger::kEntry}, // score 2.027 of 36
+    {2880, 4, 10, 32, 8, Trigger::kEntry}, // score 2.007 of 36
+    {3584, 4, 10, 64, 8, Trigger::kEntry}, // score 2.020 of 36
     {4096, 4, 10, 64, 8, Trigger::kEntry}, // score 2.000 of 36
-    {5120, 4, 10, 64, 8, Trigger::kExit}, // score 2.012 of 36
-    {6144, 4, 10, 64, 8, Trigger::kExit}, // score 2.000 of 36
+    {5120, 4, 10, 64, 8, Trigger::kEntry}, // score 2.012 of 36
+    {6144, 4, 10, 64, 8, Trigger::kEntry}, // score 2.000 of 36
     {7168, 4, 10, 64, 8, Trigger::kEntry}, // score 2.003 of 36
     {1024, 4, 16, 32, 8, Trigger::kEntry}, // score 2.009 of 36
     {2048, 4, 16, 32, 8, Trigger::kEntry}, // score 2.000 of 36
-    {2880, 4, 16, 32, 8, Trigger::kExit}, // score 2.020 of 36
+    {2880, 4, 16, 32, 8, Trigger::kEntry}, // score 2.020 of 36
     {3584, 4, 16, 32, 8, Trigger::kEntry}, // score 2.000 of 36
     {4096, 4, 16, 32, 8, Trigger::kEntry}, // score 2.000 of 36
     {5120, 4, 16, 64, 8, Trigger::kEntry}, // score 2.027 of 36
-    {6144, 4, 16, 64, 8, Trigger::kExit}, // score 2.005 of 36
+    {6144, 4, 16, 64, 8, Trigger::kEntry}, // score 2.005 of 36
     {7168, 4, 16, 64, 8, Trigger::kEntry}, // score 2.000 of 36
-    {1024, 4, 22, 16, 8, Trigger::kExit}, // score 2.003 of 34
+    {1024, 4, 22, 16, 8, Trigger::kEntry}, // score 2.003 of 34
     {2048, 4, 22, 16, 8, Trigger::kEntry}, // score 2.000 of 34
     {2880, 4, 22, 16, 8, Trigger::kEntry}, // score 2.013 of 34
-    {3584, 4, 22, 16, 8, Trigger::kExit}, // score 2.000 of 34
-    {4096, 4, 22, 16, 8, Trigger::kExit}, // score 2.013 of 34
-    {5120, 4, 22, 16, 8, Trigger::kExit}, // score 2.026 of 34
+    {3584, 4, 22, 16, 8, Trigger::kEntry}, // score 2.000 of 34
+    {4096, 4, 22, 16, 8, Trigger::kEntry}, // score 2.013 of 34
+    {5120, 4, 22, 16, 8, Trigger::kEntry}, // score 2.026 of 34
     {6144, 4, 22, 32, 8, Trigger::kEntry, true}, // score 2.038 of 34
     {7168, 4, 22, 16, 8, Trigger::kEntry, true}, // score 2.022 of 34
-    {1024, 4, 32, 8, 8, Trigger::kExit}, // score 2.015 of 34
-    {2048, 4, 32, 16, 8, Trigger::kExit}, // score 2.001 of 34
-    {2880, 4, 32, 16, 8, Trigger::kExit}, // score 2.000 of 34
-    {3584, 4, 32, 8, 8, Trigger::kExit}, // score 2.010 of 34
-    {4096, 4, 32, 8, 8, Trigger::kExit}, // score 2.020 of 34
+    {1024, 4, 32, 8, 8, Trigger::kEntry}, // score 2.015 of 34
+    {2048, 4, 32, 16, 8, Trigger::kEntry}, // score 2.001 of 34
+    {2880, 4, 32, 16, 8, Trigger::kEntry}, // score 2.000 of 34
+    {3584, 4, 32, 8, 8, Trigger::kEntry}, // score 2.010 of 34
+    {4096, 4, 32, 8, 8, Trigger::kEntry}, // score 2.020 of 34
     {5120, 4, 32, 16, 8, Trigger::kEntry, true}, // score 2.017 of 34
     {6144, 4, 32, 16, 8, Trigger::kEntry, true}, // score 2.000 of 34
     {7168, 4, 32, 16, 8, Trigger::kEntry, true}, // score 2.021 of 34
@@ -360,43 +360,43 @@ inline constexpr std::array<PolicyEntry, 576> kTable = {{
     {2048, 8, 6, 64, 4, Trigger::kEntry}, // score 2.013 of 34
     {2880, 8, 6, 64, 8, Trigger::kEntry}, // score 2.032 of 34
     {3584, 8, 6, 64, 4, Trigger::kEntry}, // score 2.031 of 34
-    {4096, 8, 6, 128, 8, Trigger::kExit}, // score 2.039 of 34
+    {4096, 8, 6, 128, 8, Trigger::kEntry}, // score 2.039 of 34
     {5120, 8, 6, 64, 4, Trigger::kEntry}, // score 2.036 of 34
-    {6144, 8, 6, 128, 8, Trigger::kExit}, // score 2.000 of 34
-    {7168, 8, 6, 128, 8, Trigger::kExit}, // score 2.002 of 34
+    {6144, 8, 6, 128, 8, Trigger::kEntry}, // score 2.000 of 34
+    {7168, 8, 6, 128, 8, Trigger::kEntry}, // score 2.002 of 34
     {1024, 8, 8, 64, 4, Trigger::kEntry}, // score 2.002 of 34
     {2048, 8, 8, 64, 4, Trigger::kEntry}, // score 2.022 of 34
     {2880, 8, 8, 64, 4, Trigger::kEntry}, // score 2.027 of 34
     {3584, 8, 8, 64, 4, Trigger::kEntry}, // score 2.017 of 34
     {4096, 8, 8, 128, 8, Trigger::kEntry}, // score 2.021 of 34
-    {5120, 8, 8, 64, 4, Trigger::kExit}, // score 2.013 of 34
-    {6144, 8, 8, 128, 8, Trigger::kExit}, // score 2.000 of 34
-    {7168, 8, 8, 128, 8, Trigger::kExit}, // score 2.001 of 34
+    {5120, 8, 8, 64, 4, Trigger::kEntry}, // score 2.013 of 34
+    {6144, 8, 8, 128, 8, Trigger::kEntry}, // score 2.000 of 34
+    {7168, 8, 8, 128, 8, Trigger::kEntry}, // score 2.001 of 34
     {1024, 8, 10, 32, 8, Trigger::kEntry}, // score 2.000 of 36
     {2048, 8, 10, 64, 8, Trigger::kEntry}, // score 2.007 of 36
     {2880, 8, 10, 64, 8, Trigger::kEntry}, // score 2.000 of 36
-    {3584, 8, 10, 64, 8, Trigger::kExit}, // score 2.000 of 36
-    {4096, 8, 10, 64, 8, Trigger::kExit}, // score 2.000 of 36
-    {5120, 8, 10, 64, 8, Trigger::kExit}, // score 2.000 of 36
+    {3584, 8, 10, 64, 8, Trigger::kEntry}, // score 2.000 of 36
+    {4096, 8, 10, 64, 8, Trigger::kEntry}, // score 2.000 of 36
+    {5120, 8, 10, 64, 8, Trigger::kEntry}, // score 2.000 of 36
     {6144, 8, 10, 64, 8, Trigger::kEntry}, // score 2.004 of 36
     {7168, 8, 10, 64, 8, Trigger::kEntry}, // score 2.014 of 36
-    {1024, 8, 16, 16, 8, Trigger::kExit}, // score 2.000 of 36
-    {2048, 8, 16, 32, 8, Trigger::kExit}, // score 2.000 of 36
+    {1024, 8, 16, 16, 8, Trigger::kEntry}, // score 2.000 of 36
+    {2048, 8, 16, 32, 8, Trigger::kEntry}, // score 2.000 of 36
     {2880, 8, 16, 64, 8, Trigger::kEntry}, // score 2.000 of 36
-    {3584, 8, 16, 64, 8, Trigger::kExit}, // score 2.006 of 36
+    {3584, 8, 16, 64, 8, Trigger::kEntry}, // score 2.006 of 36
     {4096, 8, 16, 64, 8, Trigger::kEntry}, // score 2.000 of 36
-    {5120, 8, 16, 64, 8, Trigger::kExit}, // score 2.000 of 36
+    {5120, 8, 16, 64, 8, Trigger::kEntry}, // score 2.000 of 36
     {6144, 8, 16, 32, 8, Trigger::kEntry}, // score 2.011 of 36
     {7168, 8, 16, 32, 8, Trigger::kEntry}, // score 2.029 of 36
     {1024, 8, 22, 16, 8, Trigger::kEntry}, // score 2.000 of 34
-    {2048, 8, 22, 16, 8, Trigger::kExit}, // score 2.005 of 34
+    {2048, 8, 22, 16, 8, Trigger::kEntry}, // score 2.005 of 34
     {2880, 8, 22, 16, 8, Trigger::kEntry, true}, // score 2.038 of 34
     {3584, 8, 22, 16, 8, Trigger::kEntry, true}, // score 2.010 of 34
     {4096, 8, 22, 16, 8, Trigger::kEntry, true}, // score 2.006 of 34
     {5120, 8, 22, 16, 8, Trigger::kEntry, true}, // score 2.011 of 34
     {6144, 8, 22, 8, 8, Trigger::kEntry, true}, // score 2.000 of 34
     {7168, 8, 22, 32, 8, Trigger::kEntry, true}, // score 2.041 of 34
-    {1024, 8, 32, 8, 8, Trigger::kExit}, // score 2.010 of 34
+    {1024, 8, 32, 8, 8, Trigger::kEntry}, // score 2.010 of 34
     {2048, 8, 32, 8, 8, Trigger::kEntry}, // score 2.015 of 34
     {2880, 8, 32, 16, 8, Trigger::kEntry, true}, // score 2.025 of 34
     {3584, 8, 32, 32, 8, Trigger::kEntry, true}, // score 2.005 of 34
@@ -405,46 +405,46 @@ inline constexpr std::array<PolicyEntry, 576> kTable = {{
     {6144, 8, 32, 32, 8, Trigger::kEntry, true}, // score 2.031 of 34
     {7168, 8, 32, 32, 8, Trigger::kEntry, true}, // score 2.000 of 34
     {1024, 16, 6, 64, 8, Trigger::kEntry, true}, // score 2.069 of 34
-    {2048, 16, 6, 64, 4, Trigger::kExit}, // score 2.036 of 34
-    {2880, 16, 6, 128, 8, Trigger::kExit}, // score 2.018 of 34
-    {3584, 16, 6, 128, 8, Trigger::kExit}, // score 2.000 of 34
-    {4096, 16, 6, 128, 8, Trigger::kExit}, // score 2.000 of 34
-    {5120, 16, 6, 128, 8, Trigger::kExit}, // score 2.005 of 34
+    {2048, 16, 6, 64, 4, Trigger::kEntry}, // score 2.036 of 34
+    {2880, 16, 6, 128, 8, Trigger::kEntry}, // score 2.018 of 34
+    {3584, 16, 6, 128, 8, Trigger::kEntry}, // score 2.000 of 34
+    {4096, 16, 6, 128, 8, Trigger::kEntry}, // score 2.000 of 34
+    {5120, 16, 6, 128, 8, Trigger::kEntry}, // score 2.005 of 34
     {6144, 16, 6, 128, 8, Trigger::kEntry}, // score 2.000 of 34
-    {7168, 16, 6, 128, 8, Trigger::kExit}, // score 2.000 of 34
-    {1024, 16, 8, 64, 4, Trigger::kExit}, // score 2.029 of 34
-    {2048, 16, 8, 64, 4, Trigger::kExit}, // score 2.018 of 34
-    {2880, 16, 8, 128, 8, Trigger::kExit}, // score 2.000 of 34
+    {7168, 16, 6, 128, 8, Trigger::kEntry}, // score 2.000 of 34
+    {1024, 16, 8, 64, 4, Trigger::kEntry}, // score 2.029 of 34
+    {2048, 16, 8, 64, 4, Trigger::kEntry}, // score 2.018 of 34
+    {2880, 16, 8, 128, 8, Trigger::kEntry}, // score 2.000 of 34
     {3584, 16, 8, 128, 8, Trigger::kEntry}, // score 2.011 of 34
     {4096, 16, 8, 128, 8, Trigger::kEntry}, // score 2.000 of 34
     {5120, 16, 8, 64, 8, Trigger::kEntry}, // score 2.015 of 34
     {6144, 16, 8, 128, 8, Trigger::kEntry}, // score 2.016 of 34
     {7168, 16, 8, 128, 8, Trigger::kEntry}, // score 2.018 of 34
-    {1024, 16, 10, 64, 8, Trigger::kExit}, // score 2.007 of 36
-    {2048, 16, 10, 64, 8, Trigger::kExit}, // score 2.000 of 36
+    {1024, 16, 10, 64, 8, Trigger::kEntry}, // score 2.007 of 36
+    {2048, 16, 10, 64, 8, Trigger::kEntry}, // score 2.000 of 36
     {2880, 16, 10, 64, 8, Trigger::kEntry}, // score 2.000 of 36
-    {3584, 16, 10, 64, 8, Trigger::kExit}, // score 2.000 of 36
-    {4096, 16, 10, 64, 8, Trigger::kExit}, // score 2.020 of 36
+    {3584, 16, 10, 64, 8, Trigger::kEntry}, // score 2.000 of 36
+    {4096, 16, 10, 64, 8, Trigger::kEntry}, // score 2.020 of 36
     {5120, 16, 10, 64, 8, Trigger::kEntry}, // score 2.000 of 36
-    {6144, 16, 10, 64, 8, Trigger::kExit}, // score 2.001 of 36
+    {6144, 16, 10, 64, 8, Trigger::kEntry}, // score 2.001 of 36
     {7168, 16, 10, 32, 8, Trigger::kEntry}, // score 2.000 of 36
-    {1024, 16, 16, 32, 8, Trigger::kExit}, // score 2.000 of 36
-    {2048, 16, 16, 16, 8, Trigger::kExit}, // score 2.012 of 36
+    {1024, 16, 16, 32, 8, Trigger::kEntry}, // score 2.000 of 36
+    {2048, 16, 16, 16, 8, Trigger::kEntry}, // score 2.012 of 36
     {2880, 16, 16, 16, 8, Trigger::kEntry}, // score 2.018 of 36
-    {3584, 16, 16, 32, 8, Trigger::kExit}, // score 2.027 of 36
-    {4096, 16, 16, 32, 8, Trigger::kExit}, // score 2.057 of 36
-    {5120, 16, 16, 32, 8, Trigger::kExit}, // score 2.000 of 36
-    {6144, 16, 16, 64, 8, Trigger::kExit}, // score 2.066 of 36
-    {7168, 16, 16, 32, 8, Trigger::kExit}, // score 2.006 of 36
+    {3584, 16, 16, 32, 8, Trigger::kEntry}, // score 2.027 of 36
+    {4096, 16, 16, 32, 8, Trigger::kEntry}, // score 2.057 of 36
+    {5120, 16, 16, 32, 8, Trigger::kEntry}, // score 2.000 of 36
+    {6144, 16, 16, 64, 8, Trigger::kEntry}, // score 2.066 of 36
+    {7168, 16, 16, 32, 8, Trigger::kEntry}, // score 2.006 of 36
     {1024, 16, 22, 16, 8, Trigger::kEntry}, // score 2.000 of 34
     {2048, 16, 22, 16, 8, Trigger::kEntry, true}, // score 2.001 of 34
     {2880, 16, 22, 8, 8, Trigger::kEntry, true}, // score 2.024 of 34
     {3584, 16, 22, 32, 8, Trigger::kEntry, true}, // score 2.000 of 34
     {4096, 16, 22, 16, 8, Trigger::kEntry}, // score 2.119 of 34
-    {5120, 16, 22, 16, 8, Trigger::kExit}, // score 2.076 of 34
+    {5120, 16, 22, 16, 8, Trigger::kEntry}, // score 2.076 of 34
     {6144, 16, 22, 32, 4, Trigger::kEntry, true}, // score 2.087 of 34
     {7168, 16, 22, 32, 8, Trigger::kEntry, true}, // score 2.046 of 34
-    {1024, 16, 32, 8, 8, Trigger::kExit}, // score 2.017 of 34
+    {1024, 16, 32, 8, 8, Trigger::kEntry}, // score 2.017 of 34
     {2048, 16, 32, 16, 8, Trigger::kEntry, true}, // score 2.005 of 34
     {2880, 16, 32, 32, 8, Trigger::kEntry, true}, // score 2.000 of 34
     {3584, 16, 32, 16, 8, Trigger::kEntry}, // score 2.051 of 34
@@ -452,38 +452,38 @@ inline constexpr std::array<PolicyEntry, 576> kTable = {{
     {5120, 16, 32, 32, 8, Trigger::kEntry, true}, // score 2.000 of 34
     {6144, 16, 32, 32, 8, Trigger::kEntry, true}, // score 2.005 of 34
     {7168, 16, 32, 32, 8, Trigger::kEntry, true}, // score 2.000 of 34
-    {1024, 32, 6, 64, 8, Trigger::kExit}, // score 2.038 of 34
-    {2048, 32, 6, 128, 8, Trigger::kExit}, // score 2.000 of 34
-    {2880, 32, 6, 128, 8, Trigger::kExit}, // score 2.000 of 34
+    {1024, 32, 6, 64, 8, Trigger::kEntry}, // score 2.038 of 34
+    {2048, 32, 6, 128, 8, Trigger::kEntry}, // score 2.000 of 34
+    {2880, 32, 6, 128, 8, Trigger::kEntry}, // score 2.000 of 34
     {3584, 32, 6, 64, 8, Trigger::kEntry}, // score 2.026 of 34
     {4096, 32, 6, 64, 8, Trigger::kEntry}, // score 2.000 of 34
-    {5120, 32, 6, 64, 8, Trigger::kExit}, // score 2.151 of 34
+    {5120, 32, 6, 64, 8, Trigger::kEntry}, // score 2.151 of 34
     {6144, 32, 6, 64, 4, Trigger::kEntry}, // score 2.017 of 34
     {7168, 32, 6, 64, 8, Trigger::kEntry}, // score 2.007 of 34
-    {1024, 32, 8, 64, 8, Trigger::kExit}, // score 2.000 of 34
-    {2048, 32, 8, 64, 8, Trigger::kExit}, // score 2.012 of 34
+    {1024, 32, 8, 64, 8, Trigger::kEntry}, // score 2.000 of 34
+    {2048, 32, 8, 64, 8, Trigger::kEntry}, // score 2.012 of 34
     {2880, 32, 8, 128, 8, Trigger::kEntry}, // score 2.000 of 34
     {3584, 32, 8, 64, 8, Trigger::kEntry}, // score 2.014 of 34
     {4096, 32, 8, 64, 4, Trigger::kEntry}, // score 2.021 of 34
-    {5120, 32, 8, 64, 8, Trigger::kExit}, // score 2.002 of 34
-    {6144, 32, 8, 64, 8, Trigger::kExit}, // score 2.011 of 34
-    {7168, 32, 8, 64, 8, Trigger::kExit}, // score 2.019 of 34
+    {5120, 32, 8, 64, 8, Trigger::kEntry}, // score 2.002 of 34
+    {6144, 32, 8, 64, 8, Trigger::kEntry}, // score 2.011 of 34
+    {7168, 32, 8, 64, 8, Trigger::kEntry}, // score 2.019 of 34
     {1024, 32, 10, 32, 8, Trigger::kEntry}, // score 2.000 of 36
     {2048, 32, 10, 64, 8, Trigger::kEntry}, // score 2.000 of 36
-    {2880, 32, 10, 32, 8, Trigger::kExit}, // score 2.037 of 36
-    {3584, 32, 10, 32, 4, Trigger::kExit}, // score 2.068 of 36
-    {4096, 32, 10, 32, 8, Trigger::kExit}, // score 2.033 of 36
+    {2880, 32, 10, 32, 8, Trigger::kEntry}, // score 2.037 of 36
+    {3584, 32, 10, 32, 4, Trigger::kEntry}, // score 2.068 of 36
+    {4096, 32, 10, 32, 8, Trigger::kEntry}, // score 2.033 of 36
     {5120, 32, 10, 64, 8, Trigger::kEntry}, // score 2.009 of 36
     {6144, 32, 10, 64, 8, Trigger::kEntry}, // score 2.000 of 36
-    {7168, 32, 10, 64, 8, Trigger::kExit}, // score 2.002 of 36
-    {1024, 32, 16, 64, 8, Trigger::kExit}, // score 2.030 of 36
-    {2048, 32, 16, 32, 8, Trigger::kExit}, // score 2.000 of 36
+    {7168, 32, 10, 64, 8, Trigger::kEntry}, // score 2.002 of 36
+    {1024, 32, 16, 64, 8, Trigger::kEntry}, // score 2.030 of 36
+    {2048, 32, 16, 32, 8, Trigger::kEntry}, // score 2.000 of 36
     {2880, 32, 16, 32, 8, Trigger::kEntry}, // score 2.008 of 36
-    {3584, 32, 16, 32, 8, Trigger::kExit}, // score 2.000 of 36
-    {4096, 32, 16, 32, 8, Trigger::kExit}, // score 2.018 of 36
-    {5120, 32, 16, 32, 8, Trigger::kExit}, // score 2.056 of 36
+    {3584, 32, 16, 32, 8, Trigger::kEntry}, // score 2.000 of 36
+    {4096, 32, 16, 32, 8, Trigger::kEntry}, // score 2.018 of 36
+    {5120, 32, 16, 32, 8, Trigger::kEntry}, // score 2.056 of 36
     {6144, 32, 16, 32, 8, Trigger::kEntry}, // score 2.000 of 36
-    {7168, 32, 16, 32, 8, Trigger::kExit}, // score 2.006 of 36
+    {7168, 32, 16, 32, 8, Trigger::kEntry}, // score 2.006 of 36
     {1024, 32, 22, 16, 8, Trigger::kEntry, true}, // score 2.014 of 34
     {2048, 32, 22, 16, 8, Trigger::kEntry}, // score 2.048 of 34
     {2880, 32, 22, 32, 4, Trigger::kEntry, true}, // score 2.040 of 34
@@ -503,39 +503,39 @@ inline constexpr std::array<PolicyEntry, 576> kTable = {{
     {7168, 42, 6, 128, 8, Trigger::kEntry}, // score 2.031 of 34
     {7168, 42, 8, 64, 8, Trigger::kEntry}, // score 2.032 of 34
     {7168, 42, 10, 64, 8, Trigger::kEntry}, // score 2.000 of 36
-    {7168, 42, 16, 64, 8, Trigger::kExit}, // score 2.014 of 36
+    {7168, 42, 16, 64, 8, Trigger::kEntry}, // score 2.014 of 36
     {7168, 42, 22, 32, 8, Trigger::kEntry}, // score 2.037 of 34
     {7168, 42, 32, 32, 8, Trigger::kEntry, true}, // score 2.042 of 34
     {6144, 49, 6, 64, 8, Trigger::kEntry, true}, // score 2.007 of 34
     {6144, 49, 8, 64, 8, Trigger::kEntry, true}, // score 2.032 of 34
     {6144, 49, 10, 64, 8, Trigger::kEntry}, // score 2.000 of 36
-    {6144, 49, 16, 64, 8, Trigger::kExit}, // score 2.000 of 36
+    {6144, 49, 16, 64, 8, Trigger::kEntry}, // score 2.000 of 36
     {6144, 49, 22, 32, 8, Trigger::kEntry, true}, // score 2.010 of 34
     {6144, 49, 32, 32, 8, Trigger::kEntry, true}, // score 2.033 of 34
     {5120, 59, 6, 64, 8, Trigger::kEntry, true}, // score 2.010 of 34
     {5120, 59, 8, 64, 4, Trigger::kEntry}, // score 2.009 of 34
     {5120, 59, 10, 64, 8, Trigger::kEntry}, // score 2.000 of 36
-    {5120, 59, 16, 64, 8, Trigger::kExit}, // score 2.041 of 36
+    {5120, 59, 16, 64, 8, Trigger::kEntry}, // score 2.041 of 36
     {5120, 59, 22, 32, 8, Trigger::kEntry}, // score 2.031 of 34
     {5120, 59, 32, 32, 8, Trigger::kEntry, true}, // score 2.000 of 34
-    {1024, 64, 6, 128, 8, Trigger::kExit}, // score 2.012 of 34
-    {2048, 64, 6, 64, 8, Trigger::kExit}, // score 2.022 of 34
+    {1024, 64, 6, 128, 8, Trigger::kEntry}, // score 2.012 of 34
+    {2048, 64, 6, 64, 8, Trigger::kEntry}, // score 2.022 of 34
     {2880, 64, 6, 64, 8, Trigger::kEntry}, // score 2.007 of 34
-    {3584, 64, 6, 64, 8, Trigger::kExit}, // score 2.099 of 34
+    {3584, 64, 6, 64, 8, Trigger::kEntry}, // score 2.099 of 34
     {4096, 64, 6, 64, 8, Trigger::kEntry, true}, // score 2.005 of 34
-    {1024, 64, 8, 64, 8, Trigger::kExit}, // score 2.000 of 34
+    {1024, 64, 8, 64, 8, Trigger::kEntry}, // score 2.000 of 34
     {2048, 64, 8, 64, 8, Trigger::kEntry, true}, // score 2.000 of 34
-    {2880, 64, 8, 64, 8, Trigger::kExit}, // score 2.041 of 34
+    {2880, 64, 8, 64, 8, Trigger::kEntry}, // score 2.041 of 34
     {3584, 64, 8, 64, 8, Trigger::kEntry, true}, // score 2.000 of 34
     {4096, 64, 8, 64, 8, Trigger::kEntry, true}, // score 2.000 of 34
     {1024, 64, 10, 64, 8, Trigger::kEntry}, // score 2.000 of 36
     {2048, 64, 10, 32, 8, Trigger::kEntry}, // score 2.016 of 36
-    {2880, 64, 10, 64, 8, Trigger::kExit}, // score 2.009 of 36
-    {3584, 64, 10, 128, 8, Trigger::kExit}, // score 2.024 of 36
-    {4096, 64, 10, 128, 8, Trigger::kExit}, // score 2.027 of 36
-    {1024, 64, 16, 32, 8, Trigger::kExit}, // score 2.003 of 36
+    {2880, 64, 10, 64, 8, Trigger::kEntry}, // score 2.009 of 36
+    {3584, 64, 10, 128, 8, Trigger::kEntry}, // score 2.024 of 36
+    {4096, 64, 10, 128, 8, Trigger::kEntry}, // score 2.027 of 36
+    {1024, 64, 16, 32, 8, Trigger::kEntry}, // score 2.003 of 36
     {2048, 64, 16, 32, 8, Trigger::kEntry}, // score 2.024 of 36
-    {2880, 64, 16, 32, 8, Trigger::kExit}, // score 2.026 of 36
+    {2880, 64, 16, 32, 8, Trigger::kEntry}, // score 2.026 of 36
     {3584, 64, 16, 128, 8, Trigger::kEntry, true}, // score 2.023 of 36
     {4096, 64, 16, 64, 8, Trigger::kEntry, true}, // score 2.008 of 36
     {1024, 64, 22, 16, 8, Trigger::kEntry}, // score 2.000 of 34
@@ -548,52 +548,52 @@ inline constexpr std::array<PolicyEntry, 576> kTable = {{
     {2880, 64, 32, 32, 8, Trigger::kEntry, true}, // score 2.029 of 34
     {3584, 64, 32, 32, 8, Trigger::kEntry, true}, // score 2.014 of 34
     {4096, 64, 32, 32, 8, Trigger::kEntry, true}, // score 2.000 of 34
-    {4096, 73, 6, 128, 8, Trigger::kExit}, // score 2.000 of 34
+    {4096, 73, 6, 128, 8, Trigger::kEntry}, // score 2.000 of 34
     {4096, 73, 8, 64, 8, Trigger::kEntry, true}, // score 2.017 of 34
     {4096, 73, 10, 64, 8, Trigger::kEntry}, // score 2.000 of 36
     {4096, 73, 16, 64, 8, Trigger::kEntry}, // score 2.049 of 36
     {4096, 73, 22, 32, 8, Trigger::kEntry}, // score 2.043 of 34
     {4096, 73, 32, 32, 8, Trigger::kEntry, true}, // score 2.000 of 34
     {3584, 84, 6, 64, 8, Trigger::kEntry, true}, // score 2.004 of 34
-    {3584, 84, 8, 64, 8, Trigger::kExit}, // score 2.019 of 34
+    {3584, 84, 8, 64, 8, Trigger::kEntry}, // score 2.019 of 34
     {3584, 84, 10, 64, 8, Trigger::kEntry}, // score 2.000 of 36
-    {3584, 84, 16, 64, 8, Trigger::kExit}, // score 2.018 of 36
-    {3584, 84, 22, 32, 8, Trigger::kExit}, // score 2.046 of 34
+    {3584, 84, 16, 64, 8, Trigger::kEntry}, // score 2.018 of 36
+    {3584, 84, 22, 32, 8, Trigger::kEntry}, // score 2.046 of 34
     {3584, 84, 32, 32, 8, Trigger::kEntry, true}, // score 2.000 of 34
-    {2880, 98, 6, 128, 8, Trigger::kExit}, // score 2.000 of 34
+    {2880, 98, 6, 128, 8, Trigger::kEntry}, // score 2.000 of 34
     {2880, 98, 8, 64, 4, Trigger::kEntry}, // score 2.014 of 34
     {2880, 98, 10, 64, 8, Trigger::kEntry}, // score 2.000 of 36
-    {2880, 98, 16, 64, 8, Trigger::kExit}, // score 2.000 of 36
+    {2880, 98, 16, 64, 8, Trigger::kEntry}, // score 2.000 of 36
     {2880, 98, 22, 32, 8, Trigger::kEntry}, // score 2.040 of 34
     {2880, 98, 32, 32, 8, Trigger::kEntry, true}, // score 2.004 of 34
     {1024, 128, 6, 64, 8, Trigger::kEntry}, // score 2.000 of 34
-    {2048, 128, 6, 64, 8, Trigger::kExit}, // score 2.101 of 34
+    {2048, 128, 6, 64, 8, Trigger::kEntry}, // score 2.101 of 34
     {1024, 128, 8, 64, 8, Trigger::kEntry}, // score 2.012 of 34
-    {2048, 128, 8, 64, 4, Trigger::kExit}, // score 2.009 of 34
+    {2048, 128, 8, 64, 4, Trigger::kEntry}, // score 2.009 of 34
     {1024, 128, 10, 32, 8, Trigger::kEntry}, // score 2.011 of 36
-    {2048, 128, 10, 128, 8, Trigger::kExit}, // score 2.012 of 36
-    {1024, 128, 16, 32, 8, Trigger::kExit}, // score 2.020 of 36
+    {2048, 128, 10, 128, 8, Trigger::kEntry}, // score 2.012 of 36
+    {1024, 128, 16, 32, 8, Trigger::kEntry}, // score 2.020 of 36
     {2048, 128, 16, 64, 8, Trigger::kEntry, true}, // score 2.005 of 36
     {1024, 128, 22, 32, 8, Trigger::kEntry, true}, // score 2.000 of 34
     {2048, 128, 22, 32, 8, Trigger::kEntry, true}, // score 2.002 of 34
     {1024, 128, 32, 32, 8, Trigger::kEntry, true}, // score 2.000 of 34
     {2048, 128, 32, 64, 8, Trigger::kEntry, true}, // score 2.008 of 34
-    {2048, 147, 6, 64, 8, Trigger::kExit}, // score 2.017 of 34
-    {2048, 147, 8, 64, 4, Trigger::kExit}, // score 2.020 of 34
-    {2048, 147, 10, 64, 8, Trigger::kExit}, // score 2.050 of 36
-    {2048, 147, 16, 64, 8, Trigger::kExit}, // score 2.004 of 36
+    {2048, 147, 6, 64, 8, Trigger::kEntry}, // score 2.017 of 34
+    {2048, 147, 8, 64, 4, Trigger::kEntry}, // score 2.020 of 34
+    {2048, 147, 10, 64, 8, Trigger::kEntry}, // score 2.050 of 36
+    {2048, 147, 16, 64, 8, Trigger::kEntry}, // score 2.004 of 36
     {2048, 147, 22, 32, 8, Trigger::kEntry}, // score 2.057 of 34
     {2048, 147, 32, 32, 8, Trigger::kEntry, true}, // score 2.000 of 34
-    {1024, 256, 6, 64, 8, Trigger::kExit}, // score 2.007 of 34
-    {1024, 256, 8, 64, 4, Trigger::kExit}, // score 2.027 of 34
-    {1024, 256, 10, 128, 8, Trigger::kExit}, // score 2.023 of 36
-    {1024, 256, 16, 128, 8, Trigger::kExit}, // score 2.013 of 36
+    {1024, 256, 6, 64, 8, Trigger::kEntry}, // score 2.007 of 34
+    {1024, 256, 8, 64, 4, Trigger::kEntry}, // score 2.027 of 34
+    {1024, 256, 10, 128, 8, Trigger::kEntry}, // score 2.023 of 36
+    {1024, 256, 16, 128, 8, Trigger::kEntry}, // score 2.013 of 36
     {1024, 256, 22, 32, 8, Trigger::kEntry, true}, // score 2.011 of 34
     {1024, 256, 32, 64, 8, Trigger::kEntry, true}, // score 2.003 of 34
     {1024, 295, 6, 128, 8, Trigger::kEntry}, // score 2.000 of 34
-    {1024, 295, 8, 64, 4, Trigger::kExit}, // score 2.000 of 34
-    {1024, 295, 10, 64, 8, Trigger::kExit}, // score 2.011 of 36
-    {1024, 295, 16, 64, 8, Trigger::kExit}, // score 2.000 of 36
+    {1024, 295, 8, 64, 4, Trigger::kEntry}, // score 2.000 of 34
+    {1024, 295, 10, 64, 8, Trigger::kEntry}, // score 2.011 of 36
+    {1024, 295, 16, 64, 8, Trigger::kEntry}, // score 2.000 of 36
     {1024, 295, 22, 32, 8, Trigger::kEntry, true}, // score 2.000 of 34
     {1024, 295, 32, 32, 8, Trigger::kEntry, true}, // score 2.044 of 34
 }};

@@ -48,7 +48,12 @@ def candidates_rows():
         rows.append((4096, 1, 8, "bf16", "a", variant, a))
         rows.append((4096, 1, 8, "bf16", "b", variant, b))
     rows.append((4096, 1, 8, "bf16", "b", "small_batch_v2/c32/l4/exit", 0.95))  # exit wins in b
-    rows.append((4096, 1, 8, "bf16", "a", "small_batch_v2/c32/l4/exit", 3.0))
+    rows.append((4096, 1, 8, "bf16", "a", "small_batch_v2/c32/l4/exit", 1.0))  # and not slower in a
+    # Exit twice as fast in b but slower in a: the score keeps the entry trigger.
+    rows.append((2048, 1, 8, "bf16", "a", "small_batch_v2/c16/l4", 1.0))
+    rows.append((2048, 1, 8, "bf16", "b", "small_batch_v2/c16/l4", 1.0))
+    rows.append((2048, 1, 8, "bf16", "a", "small_batch_v2/c16/l4/exit", 2.0))
+    rows.append((2048, 1, 8, "bf16", "b", "small_batch_v2/c16/l4/exit", 0.5))
     # Another cell: one geometry only, exit not faster by the margin.
     rows.append((1024, 2, 16, "bf16", "a", "small_batch_v2/c8/l8", 0.9))
     rows.append((1024, 2, 16, "bf16", "b", "small_batch_v2/c8/l8", 1.0))
@@ -68,7 +73,8 @@ def test_policy_table_picks_the_best_score_and_the_measured_trigger(tmp_path):
     text = out.read_text()
     assert "{4096, 1, 8, 32, 4, Trigger::kExit}" in text
     assert "{1024, 2, 16, 8, 8, Trigger::kEntry}" in text
-    assert "std::array<PolicyEntry, 2>" in text
+    assert "{2048, 1, 8, 16, 4, Trigger::kEntry}" in text
+    assert "std::array<PolicyEntry, 3>" in text
     assert "sha256" in text and "git_commit abc123" in text and "Synthetic GPU" in text
     # T-major order, as the header says.
     assert text.index("{4096, 1, 8") < text.index("{1024, 2, 16")
