@@ -46,7 +46,7 @@ def cell(out, name, row_key, column):
 # the union below, recomputed here without the package (the finalize_fast comparison of
 # small_batch_v2 re-measured the bf16 rows of K >= 6 after the full released sweep).
 LATEST_SWEEP = H200 / "h200_released_sweep.h5"
-SWEEPS = [LATEST_SWEEP, H200 / "h200_v2_sweep.h5"]
+SWEEPS = [LATEST_SWEEP, H200 / "h200_v2_sweep.h5", H200 / "h200_v2w_sweep.h5"]
 
 
 def latest_rows(group):
