@@ -137,7 +137,8 @@ int sweep_routing(cli::Args const& args) {
       bool const has_block = std::any_of(impls.begin(), impls.end(),
                                          [](auto const& r) { return r.name == "block"; });
       if (!has_block)
-        checked.insert(checked.begin(), routing_bench::select_routing_impls("block", "--impls").front());
+        checked.insert(checked.begin(),
+                       routing_bench::select_routing_impls("block", "--impls").front());
       for (auto const& impl : checked) {
         if (!impl.supports(shp) || !impl.moefin_layout || nchecks == 0)
           continue;

@@ -225,11 +225,11 @@ LaunchPlan geometry(FinalizeParams const& p, Options const& o, FinalizeVariant c
     fail("supports hidden_padded < 2^30 (32-bit row offsets)");
   if ((o.v2_chunks == 0) != (o.v2_loads == 0))
     fail("takes v2_chunks and v2_loads together (both 0: the policy table)");
+  bool const fi_layout = ablation_bits(v) == kWarpGroups;
   Geometry g;
   if (o.v2_chunks != 0)
-    g = make_geometry(p.top_k, o.v2_chunks, o.v2_loads, Trigger::kEntry,
-                      v.name == "small_batch_v2_fi_layout");
-  else if (v.name == "small_batch_v2_fi_geometry" || v.name == "small_batch_v2_fi_layout")
+    g = make_geometry(p.top_k, o.v2_chunks, o.v2_loads, Trigger::kEntry, fi_layout);
+  else if (v.name == "small_batch_v2_fi_geometry" || fi_layout)
     g = released_geometry(p.top_k);
   else
     g = policy_geometry(p.hidden, p.num_tokens, p.top_k);
@@ -245,8 +245,7 @@ LaunchPlan geometry(FinalizeParams const& p, Options const& o, FinalizeVariant c
     lp.policy_trigger = g.trigger;
   // The table's lane layout is small_batch_v2's own; its ablations switch their ingredient off
   // in v2's layout at the table's geometry (the warp-groups kernels have no ablations).
-  lp.warp_groups = (v.name == "small_batch_v2" && g.warp_groups) ||
-                   v.name == "small_batch_v2_fi_layout";
+  lp.warp_groups = (v.name == "small_batch_v2" && g.warp_groups) || fi_layout;
   return lp;
 }
 

@@ -82,7 +82,7 @@ __global__ void __launch_bounds__(1024) routing_fast_kernel(RoutingParams p, Pdl
   int const warps = nt / 32;
 
   pdl_enter(k);
-  #pragma unroll 1
+#pragma unroll 1
   for (int i = tid; i < L; i += nt)
     masks[i] = 0;
   pdl_wait_point(k);
@@ -107,15 +107,14 @@ __global__ void __launch_bounds__(1024) routing_fast_kernel(RoutingParams p, Pdl
     rescan();
     float const top = fast::unordered(fast::warp_max(bkey));
     // Softmax over every expert needs each lane's sum before the selection zeroes its keys.
-    bool const over_all = p.method == Method::kSoftmaxTopK && !p.renormalize;
     float lane_sum = 0.0f;
-    if (over_all)
+    if (softmax_over_all(p))
 #pragma unroll
       for (int j = 0; j < kPer; ++j)
         if (lane + 32 * j < E)
           lane_sum += expf(fast::unordered(key[j]) - top);
     Candidate mine{-INFINITY, -1};
-    #pragma unroll 1
+#pragma unroll 1
     for (int kk = 0; kk < K; ++kk) {
       // The warp's largest key; the lane holding it, or among tied lanes the one of the lowest
       // expert id (a second reduction, taken only on a tie: uniform over the warp).
@@ -137,7 +136,8 @@ __global__ void __launch_bounds__(1024) routing_fast_kernel(RoutingParams p, Pdl
         key[j] = won && j == bj ? 0u : key[j];
       rescan();
     }
-    finish_token(p, t, mine, top, [&] { return lane_sum; }, masks, 1);
+    finish_token(
+        p, t, mine, top, [&] { return lane_sum; }, masks, 1);
     if (lane < K)
       sel[t * K + lane] = mine.id;
   }
@@ -148,7 +148,7 @@ __global__ void __launch_bounds__(1024) routing_fast_kernel(RoutingParams p, Pdl
   int const x0 = min(L, tid * per), x1 = min(L, x0 + per);
   auto padded = [&](int c) { return (c + tile - 1) / tile * tile; };
   int sum = 0;
-  #pragma unroll 1
+#pragma unroll 1
   for (int x = x0; x < x1; ++x)
     sum += padded(__popc(masks[x]));
   int incl = sum;
@@ -176,17 +176,17 @@ __global__ void __launch_bounds__(1024) routing_fast_kernel(RoutingParams p, Pdl
   int run = (warp > 0 ? part[warp - 1] : 0) + incl - sum;
   // Every element of every output array is written exactly once, so no barrier is needed
   // between the fills and the scatter below.
-  #pragma unroll 1
+#pragma unroll 1
   for (int x = x0; x < x1; ++x) {
     int const c = __popc(masks[x]);
     int const size = padded(c);
     offs[x] = run;
     p.expert_counts[x] = c;
     p.expert_offsets[x] = run;
-    #pragma unroll 1
+#pragma unroll 1
     for (int r = run; r < run + size; r += tile)
       p.cta_to_expert[r / tile] = x;
-    #pragma unroll 1
+#pragma unroll 1
     for (int r = run + c; r < run + size; ++r) {
       p.permuted_to_token[r] = -1;
       p.permuted_to_expanded[r] = -1;
@@ -199,16 +199,16 @@ __global__ void __launch_bounds__(1024) routing_fast_kernel(RoutingParams p, Pdl
     *p.total_padded_rows = total;
   }
   int const tiles = static_cast<int>(p.max_padded_rows / tile);
-  #pragma unroll 1
+#pragma unroll 1
   for (int i = total / tile + tid; i < tiles; i += nt)
     p.cta_to_expert[i] = -1;
-  #pragma unroll 1
+#pragma unroll 1
   for (std::int64_t r = total + tid; r < p.max_padded_rows; r += nt) {
     p.permuted_to_token[r] = -1;
     p.permuted_to_expanded[r] = -1;
   }
   __syncthreads(); // offs of every expert
-  #pragma unroll 1
+#pragma unroll 1
   for (int e = tid; e < T * K; e += nt) {
     int const x = sel[e] - begin;
     if (x < 0 || x >= L) {

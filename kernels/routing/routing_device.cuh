@@ -40,6 +40,12 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+/// Whether the weights are a softmax over every expert (not renormalized over the K chosen):
+/// then each lane's sum of expf(score - top) over all its experts is needed.
+__device__ __forceinline__ bool softmax_over_all(RoutingParams const& p) {
+  return p.method == Method::kSoftmaxTopK && !p.renormalize;
+}
+
 /// The end of token t's selection by the calling warp, lane k holding the k-th expert (`mine`,
 /// lanes >= K unused) and `top` the largest score: softmax weights, expert ids and weights
 /// written, and the token's bit set in the `words`-word masks of its local experts.
@@ -51,7 +57,7 @@ __device__ __forceinline__ void finish_token(RoutingParams const& p, std::int64_
                                              int words) {
   int const lane = threadIdx.x & 31;
   int const K = static_cast<int>(p.top_k);
-  bool const over_all = p.method == Method::kSoftmaxTopK && !p.renormalize;
+  bool const over_all = softmax_over_all(p);
   float const all = over_all ? warp_sum(lane_all()) : 0.0f;
   float const e_mine = lane < K ? expf(mine.score - top) : 0.0f;
   float const sel = warp_sum(e_mine);
