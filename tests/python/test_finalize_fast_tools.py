@@ -101,6 +101,36 @@ def test_policy_table_takes_the_warp_groups_layout_where_it_scores_lowest(tmp_pa
     assert "1 in the warp-groups layout" in r.stdout
 
 
+def test_policy_table_protects_the_worst_ratio_against_the_baseline(tmp_path):
+    # Against fi_small_batch (1.0 in a, 2.0 in b): c16/l4 has the lowest sum score (2.16) but is
+    # slower than the baseline in b (worst ratio 2.0 / 2.2 = 0.91); c32/l4 has the best worst
+    # ratio (2.0 / 1.9 = 1.053) and c64/l4 is within the 2% tie of it (2.0 / 1.93 = 1.036) with
+    # the lower sum score (2.18 against 2.50): the choice is c64/l4. Without the baseline the sum
+    # score picks c16/l4.
+    rows = [(4096, 16, 32, "bf16", m, v, t) for v, a, b in
+            [("small_batch_v2/c16/l4", 0.60, 2.20), ("small_batch_v2/c32/l4", 0.90, 1.90),
+             ("small_batch_v2/c64/l4", 0.70, 1.93), ("fi_small_batch", 1.00, 2.00)]
+            for m, t in (("a", a), ("b", b))]
+    src = tmp_path / "sweep.h5"
+    sweep_file(src, rows)
+    out = tmp_path / "table.hpp"
+    r = v2_policy(str(src), "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    text = out.read_text()
+    assert "{4096, 16, 32, 64, 4, Trigger::kEntry}, // score" in text
+    assert "worst 1.036x" in text
+    assert "1 beside fi_small_batch" in r.stdout
+    # A tie of 0: only the best worst ratio (c32/l4's 1.053) stays in.
+    r = v2_policy(str(src), "--out", str(out), "--tie", "0")
+    assert r.returncode == 0, r.stderr
+    assert "{4096, 16, 32, 32, 4, Trigger::kEntry}" in out.read_text()
+    r = v2_policy(str(src), "--out", str(out), "--baseline", "none")
+    assert r.returncode == 0, r.stderr
+    assert "{4096, 16, 32, 16, 4, Trigger::kEntry}" in out.read_text()
+    r = v2_policy(str(src), "--out", str(out), "--tie", "0.6")
+    assert r.returncode == 2 and "--tie" in r.stderr
+
+
 def test_policy_table_refuses_files_without_candidates(tmp_path):
     src = tmp_path / "plain.h5"
     sweep_file(src, [(4096, 1, 8, "bf16", "a", "small_batch", 1.0)])
