@@ -8,6 +8,7 @@ elements than their storage in the file can encode, and the file is complete (`m
 import json
 import os
 import pathlib
+import re
 
 import h5py
 import numpy as np
@@ -438,7 +439,31 @@ def load_result_file(path):
             else:
                 raise ResultFileError(path, f"group /{name} has kind {kind!r}, expected "
                                             f"'table' or 'arrays'")
+    if provenance.get(PRODUCER_ATTR, "plain") != "pdl-wait":
+        for frame in tables.values():
+            _relabel_plain_mode_b(frame)
     return ResultFile(path, provenance, tables, timelines, other)
+
+
+# Root attribute naming how mode b's producer was launched (DESIGN.md section 5): "pdl-wait"
+# (with the PDL attribute, waiting at entry, as GEMM2). Files without it ("plain": no attribute,
+# no wait) measured another chain; their mode b rows are read as mode "b0", as `moefin sweep
+# finalize --print` and `moefin compare` do, so that no table pools the two.
+PRODUCER_ATTR = "mode_b_producer"
+_MODE_B_KEY = re.compile(r"(^|,)mode=b(,|$)")
+
+
+def _relabel_plain_mode_b(frame):
+    if "mode" not in frame.columns:
+        return
+    mode = frame.columns["mode"]
+    if not (mode == "b").any():
+        return
+    frame.columns["mode"] = np.asarray(["b0" if m == "b" else m for m in mode.tolist()], dtype=str)
+    if "key" in frame.columns:
+        frame.columns["key"] = np.asarray(
+            [_MODE_B_KEY.sub(r"\1mode=b0\2", k) if m == "b" else k
+             for k, m in zip(frame.columns["key"].tolist(), mode.tolist())], dtype=str)
 
 
 def _walk(root):

@@ -66,6 +66,9 @@ def read_rows(path, baseline):
     for col in ("H", "T", "K", "weights", "mode", "l2", "variant", "median_us"):
         if col not in names:
             fail("%s: /finalize_sweep lacks column '%s'" % (path, col))
+    # Mode b of a file without mode_b_producer = pdl-wait measured another chain (a producer
+    # launched without PDL: DESIGN.md section 5); its rows count as mode b0, which no score uses.
+    plain = prov.get("mode_b_producer", "plain") != "pdl-wait"
     out = []
     for r in rows:
         variant = text(r["variant"])
@@ -73,16 +76,21 @@ def read_rows(path, baseline):
         if not m:
             if variant == baseline:
                 out.append({"H": int(r["H"]), "T": int(r["T"]), "K": int(r["K"]),
-                            "weights": text(r["weights"]), "mode": text(r["mode"]),
+                            "weights": text(r["weights"]), "mode": mode_of(r, plain),
                             "l2": text(r["l2"]), "baseline": True,
                             "median": float(r["median_us"])})
             continue
         out.append({"H": int(r["H"]), "T": int(r["T"]), "K": int(r["K"]),
-                    "weights": text(r["weights"]), "mode": text(r["mode"]),
+                    "weights": text(r["weights"]), "mode": mode_of(r, plain),
                     "l2": text(r["l2"]), "chunks": int(m.group(1)), "loads": int(m.group(2)),
                     "exit": m.group(3) == "/exit", "warp": m.group(3) == "/w",
                     "baseline": False, "median": float(r["median_us"])})
     return out, prov
+
+
+def mode_of(row, plain):
+    m = text(row["mode"])
+    return "b0" if plain and m == "b" else m
 
 
 def groups_for(k, loads):

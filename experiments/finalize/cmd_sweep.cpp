@@ -50,6 +50,10 @@ struct SweepConfig {
   std::vector<std::string> modes, l2s;
   std::vector<NamedVariant> variants; // baselines first (fin::with_baselines)
   int rounds = 5, launches = 100;
+#ifdef MOEFIN_HAVE_CUDA
+  bench::Producer producer = bench::Producer::kPdlWait; // mode b's producer
+#endif
+  std::string producer_name = "pdl-wait";
 };
 
 /// The cost model's view of the sweep (experiments/finalize/sweep_estimate.hpp).
@@ -186,14 +190,16 @@ public:
       g.emplace_back(s_.get(), [&] {
         for (int i = 0; i < n; ++i) {
           if (b)
-            bench::launch_copy_producer(pdst.get(), psrc.get(), pbytes, producer_ctas_, s_.get());
+            bench::launch_copy_producer(pdst.get(), psrc.get(), pbytes, producer_ctas_, s_.get(),
+                                        c_.producer);
           bench::launch_empty(s_.get(), m != "c");
         }
       });
       if (b)
         g.emplace_back(s_.get(), [&] {
           for (int i = 0; i < n; ++i)
-            bench::launch_copy_producer(pdst.get(), psrc.get(), pbytes, producer_ctas_, s_.get());
+            bench::launch_copy_producer(pdst.get(), psrc.get(), pbytes, producer_ctas_, s_.get(),
+                                        c_.producer);
         });
       auto const ms = time_rounds(g, c_.rounds, s_, e0_, e1_);
       auto const us = per_launch_us(b ? minus(ms[0], ms[1]) : ms[0], n);
@@ -319,7 +325,7 @@ private:
         for (int i = 0; i < launches; ++i) {
           if (b)
             bench::launch_copy_producer(d.gemm_out.get(), pristine.get(), producer_bytes,
-                                        producer_ctas_, s_.get());
+                                        producer_ctas_, s_.get(), c_.producer);
           finalize::run(cold ? cs.params[static_cast<std::size_t>(i) % cs.params.size()]
                              : hot_params[v],
                         o, s_.get());
@@ -330,7 +336,7 @@ private:
       graphs.emplace_back(s_.get(), [&] {
         for (int i = 0; i < launches; ++i)
           bench::launch_copy_producer(d.gemm_out.get(), pristine.get(), producer_bytes,
-                                      producer_ctas_, s_.get());
+                                      producer_ctas_, s_.get(), c_.producer);
       });
     auto const ms = time_rounds(graphs, c_.rounds, s_, e0_, e1_);
     std::vector<std::vector<double>> us(c_.variants.size());
@@ -405,7 +411,7 @@ int sweep_finalize(cli::Args const& args) {
   cli::po::options_description desc(std::string("sweep finalize options\n") + fin::kEstimateHelp +
                                     "\n\noptions");
   fin::GridFlags g;
-  std::string modes, l2, variants, published;
+  std::string modes, l2, variants, published, producer;
   std::vector<std::string> print_files;
   double max_minutes = 0;
   int rounds = 5, launches = 100, repeat_shapes = 8;
@@ -413,6 +419,10 @@ int sweep_finalize(cli::Args const& args) {
   desc.add_options()(
       "modes", cli::po::value(&modes)->default_value("a,b,c"),
       "a: back-to-back, PDL on; b: producer then finalize, PDL on; c: back-to-back, PDL off")(
+      "producer", cli::po::value(&producer)->default_value("pdl-wait"),
+      "mode b's producer: pdl-wait (launched with the PDL attribute, waits at entry, as GEMM2: "
+      "DESIGN.md section 5) or plain (no attribute, no wait: the protocol of files before "
+      "2026-12-04, whose mode b rows the tables call b0); recorded as mode_b_producer")(
       "l2", cli::po::value(&l2)->default_value("hot"), "L2 state: hot, cold (or hot,cold)")(
       "variants", cli::po::value(&variants)->default_value(fin::join(fin::sweep_variant_names())),
       "finalize variants timed in the same rounds (each one's baseline, e.g. scalar, is added); "
@@ -461,6 +471,11 @@ int sweep_finalize(cli::Args const& args) {
       fin::parse_variants("--variants", fin::expand_v2_candidates(variants, fin::parse_grid(g)), true));
   c.rounds = rounds;
   c.launches = launches;
+  cli::check_choice("--producer", producer, {"pdl-wait", "plain"});
+  c.producer_name = producer;
+#ifdef MOEFIN_HAVE_CUDA
+  c.producer = producer == "plain" ? bench::Producer::kPlain : bench::Producer::kPdlWait;
+#endif
   // The estimate assumes this machine's GPU (its L2 decides which cold shapes are measured);
   // the same model gives each shape's cost in the benchmark state.
   DeviceInfo const here = query_device();
@@ -493,6 +508,8 @@ int sweep_finalize(cli::Args const& args) {
   std::string settings = "modes=" + modes + ";l2=" + l2 + ";variants=";
   for (auto const& v : c.variants)
     settings += v.name + " ";
+  if (std::find(c.modes.begin(), c.modes.end(), "b") != c.modes.end())
+    settings += ";producer=" + producer; // files of two protocols never merge
   settings += ";rounds=" + std::to_string(rounds) + ";launches=" + std::to_string(launches) +
               ";repeat_shapes=" + std::to_string(repeat_shapes);
   harness::ShardedRun run("sweep finalize", vm, std::move(planned), settings);
@@ -515,6 +532,7 @@ int sweep_finalize(cli::Args const& args) {
   {
     auto file = run.open(vm);
     path = file.path();
+    fin::record_mode_b_producer(file, producer);
     RunLimit const limit(max_minutes);
     Runner runner(c, file, dinfo);
     runner.measure_copy_bandwidth();

@@ -66,6 +66,26 @@ std::string default_published_csv() {
   return rel;
 }
 
+std::string mode_b_producer(h5::Provenance const& root) {
+  auto const it = root.find("mode_b_producer");
+  return it == root.end() ? std::string("plain") : it->second;
+}
+
+std::string tabulated_mode(std::string const& mode, std::string const& producer) {
+  return mode == "b" && producer != "pdl-wait" ? std::string("b0") : mode;
+}
+
+void record_mode_b_producer(h5::ResultWriter& file, std::string const& producer) {
+  auto const was = file.provenance().find("mode_b_producer");
+  std::string const old = was != file.provenance().end() ? was->second
+                          : file.resumed()               ? std::string("plain")
+                                                         : producer;
+  if (old != producer)
+    throw InputError("--producer: '" + producer + "' differs from '" + old +
+                     "', the mode b producer of the resumed file's rows");
+  file.set_attr("/", "mode_b_producer", producer);
+}
+
 namespace {
 
 struct SweepRow {
@@ -95,6 +115,7 @@ std::string arch_label(h5::Provenance const& p) {
 
 std::vector<SweepRow> read_rows(h5::ResultReader const& r, std::string const& group,
                                 std::string const& arch) {
+  std::string const producer = mode_b_producer(r.provenance());
   h5::Table const t = r.read_table(group);
   for (char const* c : {"H", "T", "K", "weights", "mode", "l2", "variant", "in_regime", "median_us",
                         "speedup_vs_scalar"})
@@ -109,7 +130,7 @@ std::vector<SweepRow> read_rows(h5::ResultReader const& r, std::string const& gr
     s.tokens = t.ints.at("T")[i];
     s.top_k = t.ints.at("K")[i];
     s.weights = t.strings.at("weights")[i];
-    s.mode = t.strings.at("mode")[i];
+    s.mode = tabulated_mode(t.strings.at("mode")[i], producer);
     s.l2 = t.strings.at("l2")[i];
     s.variant = t.strings.at("variant")[i];
     s.dispatch = t.has_column("dispatch") ? t.strings.at("dispatch")[i] : "";
@@ -241,10 +262,29 @@ char const* mode_text(std::string const& m) {
   if (m == "a")
     return "back-to-back launches, PDL on: the seed's protocol";
   if (m == "b")
-    return "producer kernel then finalize in each step, PDL on, producer time subtracted";
+    return "producer kernel then finalize in each step, PDL on, producer time subtracted; the "
+           "producer PDL-launched, waiting at entry";
+  if (m == "b0")
+    return "as b, but the producer launched without PDL and without a wait (files before "
+           "2026-12-04): finalize's trigger cannot start it early";
   if (m == "c")
     return "back-to-back launches, PDL off";
   return "?";
+}
+
+// Every mode a table may show, in print order; b0 (mode b of a plain-producer file) beside b.
+std::vector<std::string> const kModes{"a", "b", "b0", "c"};
+// The modes with a producer or back-to-back launches under PDL (the released and ablation views).
+std::vector<std::string> const kPdlModes{"a", "b", "b0"};
+
+/// The modes of `candidates` that some row has.
+std::vector<std::string> present_modes(std::vector<SweepRow> const& rows,
+                                       std::vector<std::string> const& candidates) {
+  std::vector<std::string> out;
+  for (auto const& m : candidates)
+    if (std::any_of(rows.begin(), rows.end(), [&](SweepRow const& r) { return r.mode == m; }))
+      out.push_back(m);
+  return out;
 }
 
 bool is_peer(std::string const& v) {
@@ -426,7 +466,7 @@ void ablation_tables(std::ostringstream& os, std::vector<SweepRow> const& rows,
                      std::vector<std::string> const& archs) {
   std::vector<std::string> const variants = ablation_variants(rows);
   for (auto const& a : archs)
-    for (std::string const mode : {"a", "b", "c"}) {
+    for (auto const& mode : present_modes(rows, kModes)) {
       std::map<std::string, std::map<std::int64_t, std::vector<double>>> sp;
       std::set<std::int64_t> ks;
       std::set<std::string> present;
@@ -467,7 +507,7 @@ void faithfulness_tables(std::ostringstream& os, std::vector<SweepRow> const& ro
                          Index const& idx, std::vector<std::string> const& archs) {
   std::vector<std::string> const roles{"scalar", "small_batch", "vecload"};
   for (auto const& a : archs)
-    for (std::string const mode : {"a", "b", "c"}) {
+    for (auto const& mode : present_modes(rows, kModes)) {
       std::map<std::string, std::map<std::int64_t, std::vector<double>>> ratio;
       std::set<std::int64_t> ks;
       for (auto const& r : rows) {
@@ -523,7 +563,7 @@ void v2_tables(std::ostringstream& os, std::vector<SweepRow> const& rows, Index 
     return std::any_of(rows.begin(), rows.end(),
                        [&](SweepRow const& r) { return r.arch == a && r.variant == v; });
   };
-  std::vector<std::string> const modes{"a", "b", "c"};
+  std::vector<std::string> const modes = present_modes(rows, kModes);
   for (auto const& a : archs) {
     if (!has(a, "small_batch_v2"))
       continue;
@@ -617,7 +657,7 @@ void v2_tables(std::ostringstream& os, std::vector<SweepRow> const& rows, Index 
         {"small_batch_v2_late_address", "addresses before the wait"}, // files before the anchor left v2
         {"small_batch_v2_anchor", "compiler-placed addresses"},
         {"small_batch_v2_fi_geometry", "measured geometry"}};
-    for (std::string const m : {"a", "b"}) {
+    for (auto const& m : present_modes(rows, kPdlModes)) {
       std::map<std::string, std::map<std::int64_t, std::vector<double>>> buy;
       for (auto const& r : rows) {
         if (r.arch != a || r.mode != m || r.l2 != "hot" || !r.in_regime)
@@ -665,14 +705,20 @@ void v2_tables(std::ostringstream& os, std::vector<SweepRow> const& rows, Index 
       continue;
     os << "\nmoefin small_batch vs the released kernel where their geometries agree, " << a
        << ": fi_small_batch time / small_batch time, median (minimum); target >= 0.95x\n";
-    TextTable tg({"topK", "a", "b", "c"});
+    std::vector<std::string> gh{"topK"};
+    for (auto const& m : modes)
+      gh.push_back(m);
+    TextTable tg(gh);
     std::set<std::int64_t> gk;
     for (auto const& m : agree)
       for (auto const& kv : m.second)
         gk.insert(kv.first);
-    for (auto k : gk)
-      tg.add({std::to_string(k), median_min(agree["a"][k]), median_min(agree["b"][k]),
-              median_min(agree["c"][k])});
+    for (auto k : gk) {
+      std::vector<std::string> row{std::to_string(k)};
+      for (auto const& m : modes)
+        row.push_back(median_min(agree[m][k]));
+      tg.add(row);
+    }
     os << tg.render();
   }
 }
@@ -764,7 +810,9 @@ std::string render_finalize_tables(std::vector<std::string> const& files,
       h5::Table const lf = r.read_table("launch_floor");
       if (lf.has_column("mode") && lf.has_column("median_us"))
         for (std::size_t i = 0; i < lf.rows; ++i)
-          floors[arch][lf.strings.at("mode")[i]] = lf.reals.at("median_us")[i];
+          floors[arch][tabulated_mode(lf.strings.at("mode")[i],
+                                      mode_b_producer(r.provenance()))] =
+              lf.reals.at("median_us")[i];
     }
     if (r.has_group("finalize_repeat")) {
       auto const rep = read_rows(r, "finalize_repeat", arch);
@@ -783,15 +831,15 @@ std::string render_finalize_tables(std::vector<std::string> const& files,
   for (auto const& r : rows)
     idx.by_key[Index::key(r.arch, r.mode, r.l2, r.variant, r.shape())] = &r;
   Published const pub = read_published(published_csv);
-  for (std::string const mode : {"a", "b", "c"})
+  for (auto const& mode : present_modes(rows, kModes))
     mode_table(os, rows, idx, archs, mode, mode == "a" ? &pub : nullptr);
   // The same table on the released kernels (modes a and b), the published columns beside.
-  for (std::string const mode : {"a", "b"})
+  for (auto const& mode : present_modes(rows, kPdlModes))
     mode_table(os, rows, idx, archs, mode, mode == "a" ? &pub : nullptr, "fi_small_batch");
   t1_table(os, rows, archs);
   ablation_tables(os, rows, archs);
   v2_tables(os, rows, idx, archs, floors);
-  for (std::string const mode : {"a", "b"})
+  for (auto const& mode : present_modes(rows, kPdlModes))
     v2_seed_table(os, rows, idx, archs, mode, mode == "a" ? &pub : nullptr);
   faithfulness_tables(os, rows, idx, archs);
   for (auto const& a : archs)

@@ -19,7 +19,20 @@ std::vector<h5::Column> copy_bandwidth_columns();
 /// the working directory.
 std::string default_published_csv();
 
-/// Every table the files support: per mode (a with the published columns, b, c), the same on the
+/// The protocol of a file's mode b rows: its root attribute `mode_b_producer` ("pdl-wait": the
+/// producer launched with the PDL attribute and waiting at entry, DESIGN.md section 5), or
+/// "plain" for files that predate it (producer without the attribute or a wait).
+std::string mode_b_producer(h5::Provenance const& root);
+
+/// The mode name a row of `mode` from a file of this protocol is tabulated under: "b0" for mode
+/// b of a plain-producer file (another measurement than mode b), else `mode`.
+std::string tabulated_mode(std::string const& mode, std::string const& producer);
+
+/// Records `producer` on a new file; a resumed file keeps its own (a file without the
+/// attribute predates it: "plain") and a different one is an InputError naming --producer.
+void record_mode_b_producer(h5::ResultWriter& file, std::string const& producer);
+
+/// Every table the files support: per mode (a with the published columns, b, b0, c), the same on the
 /// released kernels (fi_small_batch vs fi_scalar, modes a and b), the T = 1 view (per-launch
 /// time and the targets), the ablation per architecture and mode, the faithfulness of moefin's
 /// variants to the released ones (X / fi_X), peers as extra columns, and the spread of repeated

@@ -15,8 +15,13 @@ namespace {
 // A parameter, because cudaLaunchKernelEx builds an array of the kernel's arguments.
 __global__ void empty_kernel(int) {}
 
+// kWait: a PDL secondary that waits on its primary at entry, as GEMM2 does (every read and
+// write after the wait; no explicit trigger: its dependents launch as its CTAs exit).
+template <bool kWait>
 __global__ void __launch_bounds__(256)
     copy_producer(uint4* __restrict__ dst, uint4 const* __restrict__ src, std::size_t n) {
+  if constexpr (kWait)
+    pdl_wait();
   std::size_t const stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += stride)
@@ -60,8 +65,10 @@ void launch_empty(CUstream_st* stream, bool pdl) {
   launch_kernel(empty_kernel, dim3(1), dim3(32), 0, stream, pdl, 0);
 }
 
+char const* producer_name(Producer p) { return p == Producer::kPdlWait ? "pdl-wait" : "plain"; }
+
 void launch_copy_producer(void* dst, void const* src, std::size_t bytes, int max_ctas,
-                          CUstream_st* stream) {
+                          CUstream_st* stream, Producer how) {
   if (bytes % 16 != 0 || reinterpret_cast<std::uintptr_t>(dst) % 16 != 0 ||
       reinterpret_cast<std::uintptr_t>(src) % 16 != 0)
     throw InputError("copy producer: " + std::to_string(bytes) +
@@ -73,8 +80,12 @@ void launch_copy_producer(void* dst, void const* src, std::size_t bytes, int max
   std::size_t const n = bytes / 16;
   int const blocks =
       static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(max_ctas), (n + 255) / 256));
-  launch_kernel(copy_producer, dim3(blocks), dim3(256), 0, stream, /*pdl=*/false,
-                static_cast<uint4*>(dst), static_cast<uint4 const*>(src), n);
+  if (how == Producer::kPdlWait)
+    launch_kernel(copy_producer<true>, dim3(blocks), dim3(256), 0, stream, /*pdl=*/true,
+                  static_cast<uint4*>(dst), static_cast<uint4 const*>(src), n);
+  else
+    launch_kernel(copy_producer<false>, dim3(blocks), dim3(256), 0, stream, /*pdl=*/false,
+                  static_cast<uint4*>(dst), static_cast<uint4 const*>(src), n);
 }
 
 } // namespace moefin::bench

@@ -11,12 +11,25 @@ namespace moefin::bench {
 /// One CTA that does nothing: the per-launch floor of a chain of launches.
 void launch_empty(CUstream_st* stream, bool pdl);
 
+/// How the producer of finalize's mode b is launched (DESIGN.md section 5).
+enum class Producer {
+  // With the PDL attribute, waiting on its primary at entry, as GEMM2 is: the finalize before
+  // it that triggers early lets it launch (and sit in its wait) before that finalize ends.
+  kPdlWait,
+  // Without the attribute and without a wait (files before 2026-12-04): it launches only once
+  // the kernel before it has completed, so finalize's trigger can never start it early.
+  kPlain,
+};
+
+/// "pdl-wait" or "plain": the value of the result files' root attribute `mode_b_producer`.
+char const* producer_name(Producer p);
+
 /// A memory-bound writer: copies `bytes` (a multiple of 16, both pointers 16-byte aligned) from
 /// src to dst with 128-bit accesses over at most `max_ctas` CTAs of 256 threads (SMs x 8 fills
-/// the GPU). Launched without the PDL attribute and never triggering, like a GEMM whose trigger
-/// placement is unknown; the kernel launched after it with the attribute is its PDL secondary.
+/// the GPU), launched as `how` says; it never triggers explicitly, like a GEMM at its default
+/// trigger (exit), and the kernel launched after it with the attribute is its PDL secondary.
 void launch_copy_producer(void* dst, void const* src, std::size_t bytes, int max_ctas,
-                          CUstream_st* stream);
+                          CUstream_st* stream, Producer how);
 
 /// A memory-bound reader: reads `bytes` (a multiple of 64, src 16-byte aligned) with 128-bit
 /// streaming loads, four in flight per thread, over SMs x 4 CTAs of 256 threads; writes one word

@@ -21,12 +21,14 @@ def load(name):
     return mod
 
 
-def sweep_file(path, rows):
+def sweep_file(path, rows, producer="pdl-wait"):
     with h5py.File(path, "w") as f:
         f.attrs["moefin_schema"] = "moefin-results/1"
         f.attrs["git_commit"] = "abc123"
         f.attrs["gpu_name"] = "Synthetic GPU"
         f.attrs["date_utc"] = "2026-12-03T00:00:00Z"
+        if producer is not None:
+            f.attrs["mode_b_producer"] = producer
         table = []
         for i, (H, T, K, w, mode, variant, med) in enumerate(rows):
             table.append({"key": "row%d" % i, "H": H, "T": T, "K": K, "weights": w, "mode": mode,
@@ -129,6 +131,29 @@ def test_policy_table_protects_the_worst_ratio_against_the_baseline(tmp_path):
     assert "{4096, 16, 32, 16, 4, Trigger::kEntry}" in out.read_text()
     r = v2_policy(str(src), "--out", str(out), "--tie", "0.6")
     assert r.returncode == 2 and "--tie" in r.stderr
+
+
+def test_policy_table_scores_mode_b_only_from_files_of_the_pdl_wait_producer(tmp_path):
+    # The old file's mode b (plain producer) would pick c16/l4 (a tie in a, far faster in b);
+    # it is not mode b of DESIGN.md section 5 and is ignored: mode a alone picks c8/l4 (fewer
+    # threads on the tie). A pdl-wait file's mode b decides again: c32/l4.
+    old = [(2048, 4, 16, "bf16", m, v, t) for v, a, b in
+           [("small_batch_v2/c16/l4", 1.0, 1.0), ("small_batch_v2/c8/l4", 1.0, 3.0),
+            ("small_batch_v2/c32/l4", 1.1, 3.0)] for m, t in (("a", a), ("b", b))]
+    plain = tmp_path / "plain.h5"
+    sweep_file(plain, old, producer=None)
+    out = tmp_path / "table.hpp"
+    r = v2_policy(str(plain), "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "{2048, 4, 16, 8, 4, Trigger::kEntry}" in out.read_text()
+    new = [(2048, 4, 16, "bf16", "b", v, t) for v, t in
+           [("small_batch_v2/c16/l4", 2.0), ("small_batch_v2/c8/l4", 2.0),
+            ("small_batch_v2/c32/l4", 1.0)]]
+    waited = tmp_path / "waited.h5"
+    sweep_file(waited, new)
+    r = v2_policy(str(plain), str(waited), "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "{2048, 4, 16, 32, 4, Trigger::kEntry}" in out.read_text()
 
 
 def test_policy_table_refuses_files_without_candidates(tmp_path):
