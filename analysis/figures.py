@@ -2,7 +2,7 @@
 architecture in every title, saved as PNG and PDF. Series are told apart by hatching, markers and
 line styles as well as colour, so they stay readable in grayscale; speedup heatmaps use a
 diverging scale centred on 1.0 (the number in each cell and a hatch on cells below 1 carry it in
-grayscale). Every finalize figure shows mode b (producer -> finalize, the kernel's own effect)
+grayscale). Every finalize figure shows mode b (producer -> finalize, the kernel in a chain)
 first and beside mode a (back-to-back launches, the seed's protocol); the kernel under study
 (small_batch; finalize in the timelines) is drawn highlighted.
 
@@ -53,7 +53,7 @@ STUDIED = "small_batch"  # the finalize kernel under study, highlighted in the t
 STUDIED_KERNEL = "finalize"  # the kernel under study in the timelines
 HIGHLIGHT = "#c0392b"  # its colour (and finalize's in the timelines)
 MODE_NAMES = {"a": "mode a: back-to-back launches (the seed's protocol)",
-              "b": "mode b: producer -> finalize (the kernel's own effect)",
+              "b": "mode b: producer -> finalize (the kernel in a chain)",
               "c": "mode c: PDL off"}
 
 

@@ -179,7 +179,7 @@ def write_report(report, out_dir, log=None, timelines="representative",
     for t in report.tables:
         lines += [f"### {t.name}", "", t.to_markdown()]
     lines += ["## Figures", "", "PNG shown; the PDF beside each has the same name. Finalize "
-              "figures show mode b (producer -> finalize, the kernel's own effect) first, beside "
+              "figures show mode b (producer -> finalize, the kernel in a chain) first, beside "
               "mode a (back-to-back launches, the seed's protocol).", ""]
     for fi in report.figures:
         png = fi.paths[0].relative_to(out)

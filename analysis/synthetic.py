@@ -128,7 +128,7 @@ def provenance(gpu_name, arch, date_utc="2026-01-15T10:00:00Z", **extra):
          "hdf5_version": "1.10.8", "build_type": "Release", "gpu_name": gpu_name,
          "compute_capability": cc, "arch": arch, "sm_count": "132", "l2_bytes": "62914560",
          "max_sm_clock_mhz": "1980", "max_mem_clock_mhz": "3201", "driver_version": "580.65",
-         "cuda_runtime_version": "13.0"}
+         "cuda_runtime_version": "13.0", "mode_b_producer": "pdl-wait"}
     p.update({k: str(v) for k, v in extra.items()})
     return p
 

@@ -22,7 +22,7 @@ from .render import DASH, Cell, Table, ratio_text, speedup_text, time_text
 
 SEED_TOPK = (1, 2, 4, 6, 8, 10, 16, 22, 32)
 SEED_WEIGHTS = ("bf16", "fp32")
-# Report order: mode b (producer -> finalize, the kernel's own effect) first, beside mode a (the
+# Report order: mode b (producer -> finalize, the kernel in a chain) first, beside mode a (the
 # seed's back-to-back protocol, where the next launch overlapping the current one inflates the
 # gain), then mode c (PDL off).
 MODES = ("b", "a", "c")
@@ -138,7 +138,8 @@ def finalize_table(results, pub):
                   notes=["Measured: speedup_vs_scalar of /finalize_sweep, l2 hot, median over H x "
                          "in-regime T x weights (bf16, fp32), minimum in parentheses. Mode b: "
                          "each graph step a producer kernel writing the GEMM output, then "
-                         "finalize (PDL on, producer time subtracted): the kernel's own effect. "
+                         "finalize (PDL on, producer time subtracted; the producer PDL-launched "
+                         "and waiting at entry, as GEMM2): the kernel in a chain. "
                          "Mode a: back-to-back launches (PDL on), the seed's protocol, where the "
                          "next launch overlaps the current one; it overstates what a layer "
                          "gains. 'kept on scalar': the dispatcher keeps every in-regime shape of "
@@ -193,7 +194,9 @@ def mode_table(results):
                   ["top-K"], columns,
                   notes=["Modes (data/README.md): a = back-to-back launches, PDL on (the seed's "
                          "protocol); b = producer then finalize in each graph step, PDL on, "
-                         "producer-alone time subtracted; c = back-to-back, PDL off. "
+                         "producer-alone time subtracted, the producer PDL-launched and waiting "
+                         "at entry (files without mode_b_producer = pdl-wait measured mode b0, "
+                         "not shown); c = back-to-back, PDL off. "
                          "hot/cold = L2 state. Median over H x in-regime T x weights."])
     for k in ks:
         table.add_row(k, [summary_cell(finalize_speedups(t, k, mode, l2))

@@ -13,10 +13,15 @@
 
 namespace moefin::test {
 
-inline h5::Provenance provenance(std::string const& gpu, std::string const& arch) {
+/// The provenance a sweep of today writes: mode b with the PDL-waiting producer. `producer` ""
+/// leaves the attribute out, as files before it (their mode b is tabulated as b0).
+inline h5::Provenance provenance(std::string const& gpu, std::string const& arch,
+                                 std::string const& producer = "pdl-wait") {
   auto p = h5::collect_provenance(1);
   p["gpu_name"] = gpu;
   p["arch"] = arch;
+  if (!producer.empty())
+    p["mode_b_producer"] = producer;
   return p;
 }
 

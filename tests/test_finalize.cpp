@@ -337,6 +337,31 @@ struct TempDir {
 
 } // namespace
 
+BOOST_AUTO_TEST_CASE(mode_b_of_a_file_without_the_waiting_producer_is_tabulated_as_b0) {
+  TempDir dir;
+  std::string const old_file = (dir.path / "old.h5").string();
+  std::string const new_file = (dir.path / "new.h5").string();
+  std::vector<RowSpec> rows{{1024, 1, 8, "a", "small_batch", "small_batch", 2.0, 1.5},
+                            {1024, 1, 8, "b", "small_batch", "small_batch", 2.0, 1.25}};
+  write_sweep(old_file, provenance("NVIDIA H200", "sm_90", ""), rows);
+  std::string const csv = std::string(MOEFIN_SOURCE_DIR) + "/data/published/finalize_only_speedup.csv";
+  std::string const text = fin::render_finalize_tables({old_file}, csv);
+  BOOST_TEST(contains(text, "mode b0 ("), text);
+  BOOST_TEST(!contains(text, "mode b ("), text);
+  BOOST_TEST(contains(line_of(text, "1.25x (1.25)"), "8 "), text);
+  // Another GPU's file of today beside it: its mode b is mode b, the old file's stays b0.
+  write_sweep(new_file, provenance("NVIDIA B200", "sm_100"),
+              {{1024, 1, 8, "b", "small_batch", "small_batch", 1.0, 1.75}});
+  std::string const both = fin::render_finalize_tables({old_file, new_file}, csv);
+  BOOST_TEST(contains(both, "mode b ("), both);
+  BOOST_TEST(contains(both, "mode b0 ("), both);
+  BOOST_TEST(fin::tabulated_mode("b", "plain") == "b0");
+  BOOST_TEST(fin::tabulated_mode("b", "pdl-wait") == "b");
+  BOOST_TEST(fin::tabulated_mode("a", "plain") == "a");
+  h5::Provenance none;
+  BOOST_TEST(fin::mode_b_producer(none) == "plain");
+}
+
 BOOST_AUTO_TEST_CASE(seed_format_table_shows_median_and_minimum_per_architecture) {
   TempDir dir;
   std::string const h200 = (dir.path / "h200.h5").string();

@@ -44,9 +44,17 @@ def cell(out, name, row_key, column):
 # The sweeps of moefin's finalize variants: of rows with the same key the merge keeps the latest
 # file's (root attribute date_utc; analysis/merging.py), so the report's finalize tables come from
 # the union below, recomputed here without the package (the finalize_fast comparison of
-# small_batch_v2 re-measured the bf16 rows of K >= 6 after the full released sweep).
+# small_batch_v2 re-measured the bf16 rows of K >= 6 after the full released sweep). Mode b of a
+# file without mode_b_producer = pdl-wait is another chain (its producer neither PDL-launched nor
+# waiting): its rows count as mode b0, so mode b comes from the files of 2026-12-04 on.
 LATEST_SWEEP = H200 / "h200_released_sweep.h5"
-SWEEPS = [LATEST_SWEEP, H200 / "h200_v2_sweep.h5", H200 / "h200_v2w_sweep.h5"]
+SWEEPS = [LATEST_SWEEP, H200 / "h200_v2_sweep.h5", H200 / "h200_v2w_sweep.h5",
+          H200 / "h200_v2p_sweep.h5", H200 / "h200_mode_b_sweep.h5"]
+
+
+def _attr(f, name):
+    v = f.attrs.get(name, "")
+    return v.decode() if isinstance(v, bytes) else str(v)
 
 
 def latest_rows(group):
@@ -54,13 +62,16 @@ def latest_rows(group):
     files = []
     for path in SWEEPS:
         with h5py.File(path, "r") as f:
-            date = f.attrs["date_utc"]
-        files.append((date.decode() if isinstance(date, bytes) else str(date), path))
+            files.append((_attr(f, "date_utc"), _attr(f, "mode_b_producer") == "pdl-wait", path))
     by_key = {}
-    for _, path in sorted(files):
+    for _, waited, path in sorted(files):
         cols, _ = rows_of(path, group)
         for i, k in enumerate(cols["key"]):
-            by_key[k] = {n: v[i] for n, v in cols.items()}
+            row = {n: v[i] for n, v in cols.items()}
+            if row["mode"] == "b" and not waited:
+                row["mode"] = "b0"
+                k = k.replace("mode=b", "mode=b0")
+            by_key[k] = row
     names = next(iter(by_key.values())).keys()
     return {n: np.array([r[n] for r in by_key.values()]) for n in names}
 

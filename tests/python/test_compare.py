@@ -101,13 +101,14 @@ def test_faster_and_within_the_threshold(moefin, base, tmp_path):
 
 def test_a_change_within_the_measured_run_to_run_noise_is_noisy(moefin, tmp_path):
     """The first shape of the H200 sweep differs by 18-21% between its two measurements in the
-    run (/finalize_repeat): a 15% change there cannot be told from noise."""
+    run (/finalize_repeat): a 15% change there cannot be told from noise. Its mode b, measured
+    with the plain producer of files before 2026-12-04, is compared as mode b0."""
     first = (lambda g, r: g not in TIMED or (int(r["H"]) == 1024 and int(r["T"]) == 1
                                              and int(r["K"]) == 1 and r["weights"] == "bf16"))
     a = derive(SWEEP, tmp_path / "a.h5", keep=first)
     b = derive(SWEEP, tmp_path / "b.h5", keep=first, scale=scaled("vecload", 1.15))
     proc, df = csv_of(moefin, a, b)
-    m = (df["table"] == "finalize_sweep") & (df["variant"] == "vecload") & (df["mode"] == "b")
+    m = (df["table"] == "finalize_sweep") & (df["variant"] == "vecload") & (df["mode"] == "b0")
     assert m.sum() == 1
     row = df[m].iloc[0]
     assert row["noise"] > 0.2 and row["verdict"] == "noisy"
@@ -175,3 +176,22 @@ def test_unmatched_configurations_and_bad_input(moefin, base, tmp_path):
     proc = run(moefin, "compare", base, base, "--table", "nope", check=False)
     assert proc.returncode == 2 and "neither file holds /nope" in proc.stderr
     assert pathlib.Path(base).is_file()
+
+
+def test_mode_b_of_the_two_producers_is_never_matched(moefin, tmp_path):
+    """A file whose producer waited (mode_b_producer = pdl-wait) and one of the plain producer
+    share no mode b configuration: each side's mode b is only in its own file."""
+    keep = (lambda g, r: g not in TIMED or (int(r["H"]) == 1024 and int(r["T"]) == 1
+                                            and r["weights"] == "bf16"))
+    plain = derive(SWEEP, tmp_path / "plain.h5", keep=keep)
+    waited = derive(SWEEP, tmp_path / "waited.h5", keep=keep,
+                    attrs={"mode_b_producer": "pdl-wait"})
+    proc, df = csv_of(moefin, plain, waited)
+    sweep = df[df["table"] == "finalize_sweep"]
+    assert set(sweep["mode"]) == {"a", "c"}  # the configurations both files hold
+    assert (sweep["verdict"] == "same").all()
+    text = run(moefin, "compare", plain, waited, check=False).stdout
+    # 9 top-K x 6 variants of mode b on each side, matched with nothing
+    assert "/finalize_sweep: 108 configurations in both files" in text
+    assert "54 only in base, 54 only in new" in text
+    assert "/launch_floor: 2 configurations in both files" in text

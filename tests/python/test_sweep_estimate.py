@@ -76,3 +76,16 @@ def test_info_check_fails_without_a_usable_gpu(moefin):
         assert f"device check: FAILED, no usable GPU ({reason})" in proc.stdout
     else:  # on a GPU machine the round trip decides
         assert proc.returncode == (0 if "device check: ok" in proc.stdout else 1), proc.stdout
+
+
+def test_producer_of_mode_b_is_one_of_two_names(moefin):
+    """--producer picks mode b's producer (DESIGN.md section 5: pdl-wait, the default) or the
+    plain one of the files before it; anything else is a one-line usage error."""
+    ok = run(moefin, "sweep", "finalize", "--estimate", "--producer", "plain", check=False)
+    assert ok.returncode == 0, ok.stderr
+    bad = run(moefin, "sweep", "finalize", "--estimate", "--producer", "eager", check=False)
+    assert bad.returncode == 2
+    assert "--producer" in bad.stderr and "eager" in bad.stderr and "pdl-wait" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1
+    helptext = run(moefin, "sweep", "finalize", "--help").stdout
+    assert "--producer" in helptext and "mode_b_producer" in helptext
