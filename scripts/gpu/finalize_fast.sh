@@ -13,8 +13,8 @@
 #   small_batch_v2_table.hpp     the table scripts/v2_policy.py made from it (commit it as
 #                                kernels/finalize/small_batch_v2_table.hpp); moefin is rebuilt
 #                                with it before the comparison
-#   finalize_fast_sweep.h5       the comparison in the same interleaved rounds, modes a, b, c, hot
-#                                L2, K = 6..32, bf16, the regime's default H x T: $FINALIZE_FAST_VARIANTS plus each name of
+#   finalize_fast_sweep.h5       the comparison in the same interleaved rounds (7 of 100 launches),
+#                                modes a, b, c, hot L2, K = 6..32, bf16, the regime's default H x T: $FINALIZE_FAST_VARIANTS plus each name of
 #                                $FINALIZE_FAST_RELEASED this build registers (else a note), with
 #                                the launch floor and copy bandwidth of the run
 #   finalize_fast_race.h5        race matrix cells of the chain with small_batch_v2 (all-early and
@@ -35,6 +35,10 @@
 #   FINALIZE_FAST_CAND_MAX_S   cap of the candidate sweep in seconds (default 65)
 #   FINALIZE_FAST_CAND_PRIOR   earlier candidate files the table is made from as well (space
 #                            list; this run's rows win where both measured a shape)
+#   FINALIZE_FAST_ROUNDS, FINALIZE_FAST_LAUNCHES  the comparison's rounds and launches per graph
+#                            (default 7 and 100; the runs before 2026-12-04 took 5 and 50, where
+#                            some geometries in mode a never reached the slow state that longer
+#                            graphs settle into: README "Repeated worst cells")
 #   FINALIZE_FAST_BUDGET_S   seconds of runs after the build (default 300); each phase is skipped
 #                            with a line in the log when it does not fit, the sweeps stop cleanly
 #                            at --max-minutes; FINALIZE_FAST_RESUME_DIR = a copy of an earlier
@@ -42,7 +46,7 @@
 # Time: the build (scripts/device_build.sh: 2-3 minutes on 16 cores from scratch, seconds when
 # build-device is current) plus at most FINALIZE_FAST_BUDGET_S (5 minutes by default): gpu tests
 # <= 60 s, check <= 35 s, memcheck <= 25 s, candidates <= 70 s, table and rebuild <= 40 s,
-# comparison <= 75 s, race cells <= 25 s; the exit-trigger candidates (<= 35 s) and more
+# comparison <= 100 s, race cells <= 25 s; the exit-trigger candidates (<= 35 s) and more
 # sanitizers only where the budget leaves them time (the sweeps' --estimate: ~0.3 min each).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
@@ -163,9 +167,10 @@ fi
 sweep=$OUT/finalize_fast_sweep.h5
 if want compare && fits 60 "comparison sweep"; then
   # shellcheck disable=SC2046
-  logged 90 "$bin" sweep finalize --variants "$variants" --modes a,b,c --l2 hot \
-    --top-k 6,8,10,16,22,32 --weights bf16 --rounds 5 --launches 50 --repeat-shapes 4 \
-    --max-minutes "$(minutes 25 75)" $(io "$sweep")
+  logged 120 "$bin" sweep finalize --variants "$variants" --modes a,b,c --l2 hot \
+    --top-k 6,8,10,16,22,32 --weights bf16 --rounds "${FINALIZE_FAST_ROUNDS:-7}" \
+    --launches "${FINALIZE_FAST_LAUNCHES:-100}" --repeat-shapes 4 \
+    --max-minutes "$(minutes 25 100)" $(io "$sweep")
 fi
 
 # 5. Race matrix cells of the chain with small_batch_v2 (its pre-wait reads and trigger).
