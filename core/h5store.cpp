@@ -1256,6 +1256,17 @@ void ResultWriter::write_array(std::string const& g, std::string const& n,
   write_array_impl(*file_, g, n, d, dims);
 }
 
+void ResultWriter::keep_root_attr(std::string const& name, std::string const& value,
+                                  std::string const& legacy, std::string const& flag,
+                                  std::string const& what) {
+  auto const was = prov_.find(name);
+  std::string const old = was != prov_.end() ? was->second : resumed() ? legacy : value;
+  if (old != value)
+    throw InputError(flag + ": '" + value + "' differs from '" + old + "', the " + what +
+                     " of the resumed file's rows");
+  set_attr("/", name, value);
+}
+
 void ResultWriter::set_attr(std::string const& group, std::string const& name,
                             std::string const& value) {
   file_->require_open("set_attr");

@@ -152,6 +152,12 @@ public:
   /// String attribute on a group (created with kind "arrays" if missing) or on "/" for the root.
   void set_attr(std::string const& group, std::string const& name, std::string const& value);
 
+  /// Root attribute `name` = `value` for a setting every row of the file shares (and its keys do
+  /// not name): a new file takes `value`; a resumed one keeps its own, `legacy` when it predates
+  /// the attribute, and a different `value` is an InputError naming `flag` (`what`: the setting).
+  void keep_root_attr(std::string const& name, std::string const& value, std::string const& legacy,
+                      std::string const& flag, std::string const& what);
+
   /// True when the file being written holds this group (e.g. timelines a resumed file has).
   bool has_group(std::string const& group) const;
 

@@ -181,6 +181,37 @@ BOOST_AUTO_TEST_CASE(resume_rejects_a_table_with_other_columns) {
   expect_file_error([&] { w.table("x", {h5::int_col("H")}); }, path, "other columns");
 }
 
+BOOST_AUTO_TEST_CASE(a_shared_setting_of_the_rows_stays_the_resumed_files_own) {
+  TempDir dir;
+  std::string const old_file = dir.file("old.h5"), new_file = dir.file("new.h5");
+  {
+    auto w = h5::ResultWriter::create(old_file, h5::collect_provenance(5));
+    w.table("x", sweep_columns()).append("k", sweep_row(1, 1, "v", 1));
+  }
+  {
+    // A resumed file without the attribute predates it: its rows have the legacy value.
+    auto w = h5::ResultWriter::resume(old_file);
+    try {
+      w.keep_root_attr("mode_b_producer", "pdl-wait", "plain", "--producer", "mode b producer");
+      BOOST_FAIL("a resumed file of another setting was taken");
+    } catch (InputError const& e) {
+      std::string const m = e.what();
+      BOOST_TEST(m.find("--producer: 'pdl-wait' differs from 'plain'") != std::string::npos, m);
+    }
+    w.keep_root_attr("mode_b_producer", "plain", "plain", "--producer", "mode b producer");
+  }
+  BOOST_TEST(h5::ResultReader(old_file).provenance().at("mode_b_producer") == "plain");
+  {
+    auto w = h5::ResultWriter::create(new_file, h5::collect_provenance(5));
+    w.keep_root_attr("mode_b_producer", "pdl-wait", "plain", "--producer", "mode b producer");
+  }
+  auto w = h5::ResultWriter::resume(new_file);
+  w.keep_root_attr("mode_b_producer", "pdl-wait", "plain", "--producer", "mode b producer");
+  BOOST_CHECK_THROW(
+      w.keep_root_attr("mode_b_producer", "plain", "plain", "--producer", "mode b producer"),
+      InputError);
+}
+
 // A writer killed between rows (SIGKILL, no destructor, no close) leaves a file with every row it
 // had finished, marked incomplete (no reader takes it for a finished run), and --resume completes
 // the run without duplicating any configuration.

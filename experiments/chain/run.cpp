@@ -167,16 +167,8 @@ std::string read_flavour_option(cli::po::variables_map const& vm) {
 }
 
 void record_flavour(std::string const& flavour, h5::ResultWriter& file) {
-  // A resumed file without the attribute predates the flavours: its rows are moefin's. A new
-  // file has no rows yet and takes the flavour asked for.
-  auto const was = file.provenance().find("flavour");
-  std::string const old = was != file.provenance().end() ? was->second
-                          : file.resumed()               ? std::string("moefin")
-                                                         : flavour;
-  if (old != flavour)
-    throw InputError("--flavour: '" + flavour + "' differs from '" + old +
-                     "', the flavour of the rows of the resumed file");
-  file.set_attr("/", "flavour", flavour);
+  // A resumed file without the attribute predates the flavours: its rows are moefin's.
+  file.keep_root_attr("flavour", flavour, "moefin", "--flavour", "flavour");
 }
 
 void print_flavour(h5::Provenance const& root, std::ostream& out) {

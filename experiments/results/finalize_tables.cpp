@@ -76,14 +76,7 @@ std::string tabulated_mode(std::string const& mode, std::string const& producer)
 }
 
 void record_mode_b_producer(h5::ResultWriter& file, std::string const& producer) {
-  auto const was = file.provenance().find("mode_b_producer");
-  std::string const old = was != file.provenance().end() ? was->second
-                          : file.resumed()               ? std::string("plain")
-                                                         : producer;
-  if (old != producer)
-    throw InputError("--producer: '" + producer + "' differs from '" + old +
-                     "', the mode b producer of the resumed file's rows");
-  file.set_attr("/", "mode_b_producer", producer);
+  file.keep_root_attr("mode_b_producer", producer, "plain", "--producer", "mode b producer");
 }
 
 namespace {
