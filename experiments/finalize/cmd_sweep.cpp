@@ -53,7 +53,6 @@ struct SweepConfig {
 #ifdef MOEFIN_HAVE_CUDA
   bench::Producer producer = bench::Producer::kPdlWait; // mode b's producer
 #endif
-  std::string producer_name = "pdl-wait";
 };
 
 /// The cost model's view of the sweep (experiments/finalize/sweep_estimate.hpp).
@@ -472,7 +471,6 @@ int sweep_finalize(cli::Args const& args) {
   c.rounds = rounds;
   c.launches = launches;
   cli::check_choice("--producer", producer, {"pdl-wait", "plain"});
-  c.producer_name = producer;
 #ifdef MOEFIN_HAVE_CUDA
   c.producer = producer == "plain" ? bench::Producer::kPlain : bench::Producer::kPdlWait;
 #endif

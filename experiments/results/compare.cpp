@@ -189,25 +189,12 @@ double spread_of(std::vector<double> const& samples) {
   }
 }
 
-/// Mode b of a file whose producer was plain is another measurement than mode b of a pdl-wait
-/// file: its rows are matched as mode b0 (experiments/results/finalize_tables.hpp).
-h5::Table read_relabelled(h5::ResultReader const& reader, std::string const& group) {
-  h5::Table t = reader.read_table(group);
-  auto const it = t.strings.find("mode");
-  if (it != t.strings.end()) {
-    std::string const producer = fin::mode_b_producer(reader.provenance());
-    for (auto& m : it->second)
-      m = fin::tabulated_mode(m, producer);
-  }
-  return t;
-}
-
 /// The run-to-run noise of `group` in one file: the relative difference between its rows and
 /// those of `repeat` with the same axes (the same configurations measured again in the run).
 void add_repeat_noise(h5::ResultReader const& reader, TimedTable const& spec, Side& side) {
   if (spec.repeat.empty() || !reader.has_group(spec.repeat))
     return;
-  h5::Table const other = read_relabelled(reader, spec.repeat);
+  h5::Table const other = fin::read_tabulated(reader, spec.repeat);
   if (!has_timing(other))
     return;
   auto const cols = axis_columns(other, spec.axes, reader.path(), spec.repeat);
@@ -239,7 +226,7 @@ TimedTable spec_of(std::string const& group) {
 
 Side read_side(h5::ResultReader const& reader, TimedTable const& spec) {
   Side s;
-  s.table = read_relabelled(reader, spec.group);
+  s.table = fin::read_tabulated(reader, spec.group);
   auto const cols = axis_columns(s.table, spec.axes, reader.path(), spec.group);
   s.index = index_rows(s.table, cols, reader.path(), spec.group);
   add_repeat_noise(reader, spec, s);

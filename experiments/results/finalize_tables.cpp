@@ -75,6 +75,17 @@ std::string tabulated_mode(std::string const& mode, std::string const& producer)
   return mode == "b" && producer != "pdl-wait" ? std::string("b0") : mode;
 }
 
+h5::Table read_tabulated(h5::ResultReader const& reader, std::string const& group) {
+  h5::Table t = reader.read_table(group);
+  auto const it = t.strings.find("mode");
+  if (it != t.strings.end()) {
+    std::string const producer = mode_b_producer(reader.provenance());
+    for (auto& m : it->second)
+      m = tabulated_mode(m, producer);
+  }
+  return t;
+}
+
 void record_mode_b_producer(h5::ResultWriter& file, std::string const& producer) {
   file.keep_root_attr("mode_b_producer", producer, "plain", "--producer", "mode b producer");
 }
@@ -108,8 +119,7 @@ std::string arch_label(h5::Provenance const& p) {
 
 std::vector<SweepRow> read_rows(h5::ResultReader const& r, std::string const& group,
                                 std::string const& arch) {
-  std::string const producer = mode_b_producer(r.provenance());
-  h5::Table const t = r.read_table(group);
+  h5::Table const t = read_tabulated(r, group);
   for (char const* c : {"H", "T", "K", "weights", "mode", "l2", "variant", "in_regime", "median_us",
                         "speedup_vs_scalar"})
     if (!t.has_column(c))
@@ -123,7 +133,7 @@ std::vector<SweepRow> read_rows(h5::ResultReader const& r, std::string const& gr
     s.tokens = t.ints.at("T")[i];
     s.top_k = t.ints.at("K")[i];
     s.weights = t.strings.at("weights")[i];
-    s.mode = tabulated_mode(t.strings.at("mode")[i], producer);
+    s.mode = t.strings.at("mode")[i];
     s.l2 = t.strings.at("l2")[i];
     s.variant = t.strings.at("variant")[i];
     s.dispatch = t.has_column("dispatch") ? t.strings.at("dispatch")[i] : "";
@@ -800,12 +810,10 @@ std::string render_finalize_tables(std::vector<std::string> const& files,
     auto const more = read_rows(r, "finalize_sweep", arch);
     rows.insert(rows.end(), more.begin(), more.end());
     if (r.has_group("launch_floor")) {
-      h5::Table const lf = r.read_table("launch_floor");
+      h5::Table const lf = read_tabulated(r, "launch_floor");
       if (lf.has_column("mode") && lf.has_column("median_us"))
         for (std::size_t i = 0; i < lf.rows; ++i)
-          floors[arch][tabulated_mode(lf.strings.at("mode")[i],
-                                      mode_b_producer(r.provenance()))] =
-              lf.reals.at("median_us")[i];
+          floors[arch][lf.strings.at("mode")[i]] = lf.reals.at("median_us")[i];
     }
     if (r.has_group("finalize_repeat")) {
       auto const rep = read_rows(r, "finalize_repeat", arch);

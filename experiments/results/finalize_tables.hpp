@@ -28,6 +28,10 @@ std::string mode_b_producer(h5::Provenance const& root);
 /// b of a plain-producer file (another measurement than mode b), else `mode`.
 std::string tabulated_mode(std::string const& mode, std::string const& producer);
 
+/// `group` of the file with its `mode` column (when it has one) as tabulated_mode() names it:
+/// what the tables and `moefin compare` read, so that mode b0 is never matched with mode b.
+h5::Table read_tabulated(h5::ResultReader const& reader, std::string const& group);
+
 /// Records `producer` on a new file; a resumed file keeps its own (a file without the
 /// attribute predates it: "plain") and a different one is an InputError naming --producer.
 void record_mode_b_producer(h5::ResultWriter& file, std::string const& producer);

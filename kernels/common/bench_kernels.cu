@@ -65,8 +65,6 @@ void launch_empty(CUstream_st* stream, bool pdl) {
   launch_kernel(empty_kernel, dim3(1), dim3(32), 0, stream, pdl, 0);
 }
 
-char const* producer_name(Producer p) { return p == Producer::kPdlWait ? "pdl-wait" : "plain"; }
-
 void launch_copy_producer(void* dst, void const* src, std::size_t bytes, int max_ctas,
                           CUstream_st* stream, Producer how) {
   if (bytes % 16 != 0 || reinterpret_cast<std::uintptr_t>(dst) % 16 != 0 ||
@@ -80,12 +78,9 @@ void launch_copy_producer(void* dst, void const* src, std::size_t bytes, int max
   std::size_t const n = bytes / 16;
   int const blocks =
       static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(max_ctas), (n + 255) / 256));
-  if (how == Producer::kPdlWait)
-    launch_kernel(copy_producer<true>, dim3(blocks), dim3(256), 0, stream, /*pdl=*/true,
-                  static_cast<uint4*>(dst), static_cast<uint4 const*>(src), n);
-  else
-    launch_kernel(copy_producer<false>, dim3(blocks), dim3(256), 0, stream, /*pdl=*/false,
-                  static_cast<uint4*>(dst), static_cast<uint4 const*>(src), n);
+  bool const pdl = how == Producer::kPdlWait; // the waiting kernel exactly when PDL-launched
+  launch_kernel(pdl ? copy_producer<true> : copy_producer<false>, dim3(blocks), dim3(256), 0,
+                stream, pdl, static_cast<uint4*>(dst), static_cast<uint4 const*>(src), n);
 }
 
 } // namespace moefin::bench

@@ -21,9 +21,6 @@ enum class Producer {
   kPlain,
 };
 
-/// "pdl-wait" or "plain": the value of the result files' root attribute `mode_b_producer`.
-char const* producer_name(Producer p);
-
 /// A memory-bound writer: copies `bytes` (a multiple of 16, both pointers 16-byte aligned) from
 /// src to dst with 128-bit accesses over at most `max_ctas` CTAs of 256 threads (SMs x 8 fills
 /// the GPU), launched as `how` says; it never triggers explicitly, like a GEMM at its default
