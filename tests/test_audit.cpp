@@ -544,6 +544,36 @@ chain::CellVerdict audited_cell(chain::ChainConfig const& cfg, std::string const
 
 } // namespace
 
+BOOST_AUTO_TEST_CASE(mode_b_producer_waits_before_every_access_only_when_pdl_launched,
+                     *utf::precondition(ToolsPresent())) {
+  // DESIGN.md section 5: mode b's producer is launched with PDL and waits at entry, as GEMM2;
+  // the plain one (files before 2026-12-04) has no wait. Read from moefin's own binary.
+  audit::AuditOptions o = options();
+  o.kernel_filter = "copy_producer";
+  o.threads = 256;
+  Audited const a({MOEFIN_BINARY}, o);
+  audit::AuditedKernel const* waited = nullptr;
+  audit::AuditedKernel const* plain = nullptr;
+  for (auto const& k : a.result().kernels) {
+    if (k.facts.arch != "sm_90")
+      continue;
+    if (k.facts.name.find("copy_producerILb1E") != std::string::npos)
+      waited = &k;
+    if (k.facts.name.find("copy_producerILb0E") != std::string::npos)
+      plain = &k;
+  }
+  BOOST_TEST_REQUIRE(waited != nullptr);
+  BOOST_TEST_REQUIRE(plain != nullptr);
+  BOOST_TEST(waited->facts.has_wait);
+  BOOST_TEST(waited->facts.waits_every_path);
+  BOOST_TEST(!waited->facts.has_trigger); // its dependents launch as its CTAs exit
+  BOOST_TEST_REQUIRE(!waited->facts.accesses.empty());
+  for (auto const& x : waited->facts.accesses)
+    BOOST_TEST(!x.before_wait);
+  BOOST_TEST(!plain->facts.has_wait);
+  BOOST_TEST(!plain->facts.has_trigger);
+}
+
 BOOST_AUTO_TEST_CASE(moefin_chain_kernels_agree_with_the_chain_description,
                      *utf::precondition(ToolsPresent())) {
   // Every placement each kernel can take, in every preset, with both finalize variants of the
