@@ -11,7 +11,10 @@ cd "$(dirname "$0")/.."
 prefix=$PWD/.deps/prefix
 if [[ ! -f $prefix/.unpacked ]]; then
   mkdir -p "$prefix"
-  for deb in .deps/debs/*.deb; do dpkg -x "$deb" "$prefix"; done
+  # .deps/debs_rt: the shared libraries only, for prebuilt binaries (device_prepare.sh).
+  shopt -s nullglob
+  for deb in .deps/debs/*.deb .deps/debs_rt/*.deb; do dpkg -x "$deb" "$prefix"; done
+  shopt -u nullglob
   touch "$prefix/.unpacked"
 fi
 export LD_LIBRARY_PATH=$prefix/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}

@@ -69,5 +69,11 @@ if [[ ${MOEFIN_PREBUILT:-0} == 1 ]]; then
   tar -C .deps/prebuilt -cf - . | xz -T1 -9 > .deps/prebuilt.tar.xz
   rm -rf .deps/prebuilt
   echo "device_prepare: prebuilt $(du -sh .deps/prebuilt.tar.xz | cut -f1) (xz) for $commit"
+  # The prebuilt binaries need only the shared libraries: .deps/debs_rt (hard links, 1 MB)
+  # carries them where the whole of .deps/debs (12 MB, mostly Boost's headers) would not fit.
+  rm -rf .deps/debs_rt
+  mkdir -p .deps/debs_rt
+  ln -f .deps/debs/libtrilinos-kokkos-13.2_*.deb .deps/debs/libboost-program-options1.74.0_*.deb \
+    .deps/debs/libboost-test1.74.0_*.deb .deps/debs_rt/
 fi
 echo "device_prepare: $(du -sh .deps | cut -f1) in .deps, commit $commit"
