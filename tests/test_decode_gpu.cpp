@@ -388,6 +388,21 @@ BOOST_AUTO_TEST_CASE(fast_routing_is_bitwise_the_block_kernel_and_its_layout_the
     check_fast_routing(4, E, std::min<std::int64_t>(E, 8), 16, 0, E, M::kTopKSoftmax, false,
                        W::kBf16, coarse);
   }
+  // Distinct scores inside every lane but equal across lanes (expert lane + 32 j scores by j,
+  // some lanes by j and lane / 8): the sorted-list selection's tie between lane heads at every
+  // pass, and its id lookup after the passes.
+  for (std::int64_t E : {64, 256, 512, 896}) {
+    std::vector<float> lanes(static_cast<std::size_t>(2 * E));
+    for (std::size_t i = 0; i < lanes.size(); ++i) {
+      auto const x = static_cast<std::int64_t>(i) % E;
+      lanes[i] = 0.125f * static_cast<float>(x / 32) +
+                 (i < static_cast<std::size_t>(E) ? 0.0f : 0.03125f * static_cast<float>(x % 32 / 8));
+    }
+    check_fast_routing(2, E, std::min<std::int64_t>(E, 22), 16, 0, E, M::kSoftmaxTopK, true,
+                       W::kBf16, lanes);
+    check_fast_routing(2, E, std::min<std::int64_t>(E, 16), 8, 0, E, M::kTopKSoftmax, false,
+                       W::kFp32, lanes);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(fast_routing_gives_the_same_arrays_under_every_pdl_knob) {

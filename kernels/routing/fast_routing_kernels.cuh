@@ -4,6 +4,7 @@
 #include "kernels/common/pdl_stage.cuh"
 #include "kernels/routing/fast_routing.hpp"
 #include "kernels/routing/routing_device.cuh"
+#include "kernels/routing/sort_network.hpp"
 
 #include <cstdint>
 
@@ -91,50 +92,111 @@ __global__ void __launch_bounds__(1024) routing_fast_kernel(RoutingParams p, Pdl
   if (warp < T) {
     std::int64_t const t = warp;
     float const* s = p.scores + t * p.num_experts;
-    // The lane's keys, 0 for experts past E and, once selected, for the selected one.
-    std::uint32_t key[kPer];
+    // The lane's keys, 0 for experts past E.
+    auto load_keys = [&](std::uint32_t(&key)[kPer]) {
 #pragma unroll
-    for (int j = 0; j < kPer; ++j)
-      key[j] = lane + 32 * j < E ? fast::ordered(s[lane + 32 * j]) : 0u;
-    // This lane's best remaining key and its lowest j (the lowest expert id of the lane) by a
-    // tree: log2(kPer) dependent steps where a scan of the keys takes kPer.
-    std::uint32_t bkey = 0;
-    int bj = 0;
-    auto rescan = [&]() {
-      bkey = fast::tree_max<kPer>(key);
-      bj = fast::lowest_index_of<kPer>(key, bkey);
+      for (int j = 0; j < kPer; ++j)
+        key[j] = lane + 32 * j < E ? fast::ordered(s[lane + 32 * j]) : 0u;
     };
-    rescan();
-    float const top = fast::unordered(fast::warp_max(bkey));
-    // Softmax over every expert needs each lane's sum before the selection zeroes its keys.
+    // The lane's keys sorted (descending): each pass of the selection then takes a warp-wide max
+    // of the heads and shifts the winner's list by one, a short dependent chain; the expert ids
+    // are looked up once after the passes. That needs every non-zero key of a lane to be
+    // distinct (equal keys are adjacent once sorted); a warp with a lane holding a score twice
+    // (rare: equal scores of one token in one lane) takes the general selection below.
+    std::uint32_t srt[kPer];
+    load_keys(srt);
+    float const top = fast::unordered(fast::warp_max(fast::tree_max<kPer>(srt)));
+    // Softmax over every expert needs each lane's sum, in expert order (the block kernel's).
     float lane_sum = 0.0f;
     if (softmax_over_all(p))
 #pragma unroll
       for (int j = 0; j < kPer; ++j)
         if (lane + 32 * j < E)
-          lane_sum += expf(fast::unordered(key[j]) - top);
-    Candidate mine{-INFINITY, -1};
-#pragma unroll 1
-    for (int kk = 0; kk < K; ++kk) {
-      // The warp's largest key; the lane holding it, or among tied lanes the one of the lowest
-      // expert id (a second reduction, taken only on a tie: uniform over the warp).
-      std::uint32_t const best = fast::warp_max(bkey);
-      std::uint32_t const tied = __ballot_sync(0xffffffffu, bkey == best);
-      int winner = __ffs(tied) - 1;
-      if ((tied & (tied - 1)) != 0) {
-        std::uint32_t const low = fast::warp_max(bkey == best ? 1024u - (lane + 32 * bj) : 0u);
-        winner = (1024 - static_cast<int>(low)) & 31;
-      }
-      int const id = __shfl_sync(0xffffffffu, lane + 32 * bj, winner);
-      if (lane == kk)
-        mine = Candidate{fast::unordered(best), id};
-      // Every lane runs the update (the others change nothing): no divergent branch to
-      // reconverge from before the next reduction.
-      bool const won = lane == winner;
+          lane_sum += expf(fast::unordered(srt[j]) - top);
+    net::sort_desc<kPer>(srt);
+    bool repeated = false;
 #pragma unroll
-      for (int j = 0; j < kPer; ++j)
-        key[j] = won && j == bj ? 0u : key[j];
+    for (int j = 0; j + 1 < kPer; ++j)
+      repeated |= srt[j] != 0u && srt[j] == srt[j + 1];
+    Candidate mine{-INFINITY, -1};
+    if (!__any_sync(0xffffffffu, repeated)) {
+      // The lowest j whose score in lane `src` has key v, from the scores again (L1), so that
+      // only the sorted keys stay in registers through the passes.
+      auto index_of = [&](int src, std::uint32_t v) {
+        std::uint32_t bits = 0;
+#pragma unroll
+        for (int j = 0; j < kPer; ++j)
+          bits |= (src + 32 * j < E && fast::ordered(s[src + 32 * j]) == v ? 1u : 0u) << j;
+        return __ffs(bits) - 1;
+      };
+      std::uint32_t won_key = 0; // lane kk: the key of pass kk and the lane that held it
+      int owner = 0;
+#pragma unroll 1
+      for (int kk = 0; kk < K; ++kk) {
+        std::uint32_t const best = fast::warp_max(srt[0]);
+        bool won = srt[0] == best;
+        std::uint32_t const tied = __ballot_sync(0xffffffffu, won);
+        int winner = __ffs(tied) - 1;
+        if ((tied & (tied - 1)) != 0) {
+          // Equal heads in several lanes: the lowest expert id wins (uniform branch).
+          // Rolled (rare, and the sorted keys stay in registers around it).
+          int j = 0;
+          if (won)
+#pragma unroll 1
+            for (; j < kPer - 1; ++j)
+              if (fast::ordered(s[lane + 32 * j]) == best)
+                break;
+          std::uint32_t const low = fast::warp_max(won ? 1024u - (lane + 32 * j) : 0u);
+          winner = (1024 - static_cast<int>(low)) & 31;
+          won = lane == winner;
+        }
+        if (lane == kk) {
+          won_key = best;
+          owner = winner;
+        }
+#pragma unroll
+        for (int j = 0; j < kPer; ++j)
+          srt[j] = won ? (j + 1 < kPer ? srt[j + 1] : 0u) : srt[j];
+      }
+      // The expert of pass `lane`: the one key of its owner lane equal to it.
+      if (lane < K)
+        mine = Candidate{fast::unordered(won_key), owner + 32 * index_of(owner, won_key)};
+    } else {
+      // General selection: each lane's best remaining key and its lowest j by trees over the
+      // unsorted keys (0 once selected), rebuilt after every pass (log2(kPer) dependent steps a
+      // pass).
+      std::uint32_t key[kPer];
+      load_keys(key);
+      std::uint32_t bkey = 0;
+      int bj = 0;
+      auto rescan = [&]() {
+        bkey = fast::tree_max<kPer>(key);
+        bj = fast::lowest_index_of<kPer>(key, bkey);
+      };
       rescan();
+#pragma unroll 1
+      for (int kk = 0; kk < K; ++kk) {
+        // The warp's largest key; the lane holding it, or among tied lanes the one of the
+        // lowest expert id (a second reduction, taken only on a tie: uniform over the warp).
+        std::uint32_t const best = fast::warp_max(bkey);
+        std::uint32_t const tied = __ballot_sync(0xffffffffu, bkey == best);
+        int winner = __ffs(tied) - 1;
+        if ((tied & (tied - 1)) != 0) {
+          std::uint32_t const low =
+              fast::warp_max(bkey == best ? 1024u - (lane + 32 * bj) : 0u);
+          winner = (1024 - static_cast<int>(low)) & 31;
+        }
+        int const id = __shfl_sync(0xffffffffu, lane + 32 * bj, winner);
+        if (lane == kk)
+          mine = Candidate{fast::unordered(best), id};
+        // Every lane runs the update (the others change nothing): no divergent branch to
+        // reconverge from before the next reduction.
+        bool const won = lane == winner;
+#pragma unroll
+        for (int j = 0; j < kPer; ++j)
+          key[j] = won && j == bj ? 0u : key[j];
+        rescan();
+      }
     }
     finish_token(
         p, t, mine, top, [&] { return lane_sum; }, masks, 1);
