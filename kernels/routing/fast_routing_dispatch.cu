@@ -18,7 +18,9 @@ void run_fast(RoutingParams const& p, PdlKnobs const& knobs, CUstream_st* stream
   validate_fast(p);
   PdlDevice const k = pdl_device(knobs, kDefaultTrigger);
   std::size_t const smem =
-      static_cast<std::size_t>(2 * p.num_local_experts + 1 + p.num_tokens * p.top_k + 32) * 4;
+      static_cast<std::size_t>(2 * p.num_local_experts + 1 + p.num_tokens * p.top_k + 32 +
+                               p.num_tokens * p.num_experts) *
+      4;
   dim3 const block(static_cast<unsigned>(fast_threads(p)));
   auto launch = [&](auto kernel) {
     set_shared_memory(kernel, knobs.max_shared_carveout, smem);

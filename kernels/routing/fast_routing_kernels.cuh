@@ -64,8 +64,16 @@ __device__ __forceinline__ std::uint32_t warp_max(std::uint32_t v) {
 
 } // namespace fast
 
+/// Copies 4 bytes global -> shared asynchronously (through L1: cp.async takes 16 bytes only with
+/// .cg).
+__device__ __forceinline__ void copy4_async(void* dst, void const* src) {
+  auto const d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(d), "l"(src) : "memory");
+}
+
 /// kPer scores per lane (expert lane + 32 j). Dynamic shared memory: the token masks [L], the
-/// offsets [L + 1], the selected experts [T K] and the warp totals of the scan [32].
+/// offsets [L + 1], the selected experts [T K], the warp totals of the scan [32] and the scores
+/// [T E].
 template <int kPer>
 __global__ void __launch_bounds__(1024) routing_fast_kernel(RoutingParams p, PdlDevice k) {
   extern __shared__ std::uint32_t smem[];
@@ -79,6 +87,7 @@ __global__ void __launch_bounds__(1024) routing_fast_kernel(RoutingParams p, Pdl
   auto* const offs = reinterpret_cast<std::int32_t*>(masks + L);
   std::int32_t* const sel = offs + L + 1;
   std::int32_t* const part = sel + T * K;
+  float* const scores = reinterpret_cast<float*>(part + 32);
   int const tid = threadIdx.x, nt = blockDim.x, lane = tid & 31, warp = tid >> 5;
   int const warps = nt / 32;
 
@@ -87,11 +96,19 @@ __global__ void __launch_bounds__(1024) routing_fast_kernel(RoutingParams p, Pdl
   for (int i = tid; i < L; i += nt)
     masks[i] = 0;
   pdl_wait_point(k);
+  // Every score into shared memory by every thread: copies issued back to back with no register
+  // round trip, so the block pays one load latency. Loaded by the selecting warps themselves,
+  // ptxas interleaves the guarded loads with their uses and pays it once per few loads (the
+  // Nsight Compute samples of scripts/gpu/ncu.sh: a long-scoreboard stall at every other load).
+#pragma unroll 1
+  for (int i = tid; i < T * E; i += nt)
+    copy4_async(scores + i, p.scores + i);
+  asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;" ::: "memory");
   __syncthreads();
 
   if (warp < T) {
     std::int64_t const t = warp;
-    float const* s = p.scores + t * p.num_experts;
+    float const* s = scores + t * E;
     // The lane's keys, 0 for experts past E.
     auto load_keys = [&](std::uint32_t(&key)[kPer]) {
 #pragma unroll
@@ -120,8 +137,8 @@ __global__ void __launch_bounds__(1024) routing_fast_kernel(RoutingParams p, Pdl
       repeated |= srt[j] != 0u && srt[j] == srt[j + 1];
     Candidate mine{-INFINITY, -1};
     if (!__any_sync(0xffffffffu, repeated)) {
-      // The lowest j whose score in lane `src` has key v, from the scores again (L1), so that
-      // only the sorted keys stay in registers through the passes.
+      // The lowest j whose score in lane `src` has key v, from the scores in shared memory, so
+      // that only the sorted keys stay in registers through the passes.
       auto index_of = [&](int src, std::uint32_t v) {
         std::uint32_t bits = 0;
 #pragma unroll

@@ -14,7 +14,10 @@ bool fast_supports(RoutingParams const& p) {
 }
 
 int fast_threads(RoutingParams const& p) {
-  return 32 * std::max<int>(FastPolicy::kMinWarps, static_cast<int>(p.num_tokens));
+  // One warp per token, and one thread per local expert for the layout (up to 1024 threads):
+  // with fewer, each thread's rolled loop over its experts stores serially.
+  auto const layout = static_cast<int>(std::min<std::int64_t>(32, (p.num_local_experts + 31) / 32));
+  return 32 * std::max({FastPolicy::kMinWarps, static_cast<int>(p.num_tokens), layout});
 }
 
 } // namespace moefin::routing

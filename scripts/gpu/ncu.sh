@@ -3,8 +3,9 @@
 # repository root (carry: .deps; prebuilt binaries: MOEFIN_PREBUILT=1 scripts/device_prepare.sh).
 # Where a kernel's time goes when events can only say how long it takes: per-kernel duration,
 # issue-slot use, warp stall reasons, and per SASS instruction the stall samples.
-#   1. routing at T = NCU_TOKENS (default 1) for each seed shape: moefin's `fast` and, in a build
-#      with them, the released routing block kernel (sweep routing, no checks, 3 rounds)
+#   1. routing at T = NCU_TOKENS (default 1) for each shape of NCU_SHAPES (default the three seed
+#      shapes): moefin's `fast` and, in a build with them, the released routing block kernel
+#      (sweep routing, no checks, 3 rounds); NCU_SAMPLING=0 samples warp states every 32 cycles
 #   2. the split-K GEMM, fp4, top-8 GEMM1 at T = 1 and 16, isolated (sweep gemm, one variant)
 # ncu runs with --clock-control none (the clocks as the benchmarks see them). NCU_PHASES picks
 # phases (default: build routing gemm). In $OUT:
@@ -18,6 +19,9 @@ out=${OUT:-out/ncu}
 budget=${NCU_BUDGET_S:-300}
 phases=${NCU_PHASES:-build routing gemm}
 tokens=${NCU_TOKENS:-1}
+shapes=${NCU_SHAPES:-top-8 top-22 top-16}
+# Warp-state sampling every 2^(5 + N) cycles (0: every 32, for kernels of a few microseconds).
+interval=${NCU_SAMPLING:-auto}
 mkdir -p "$out"
 log=$out/ncu_log.txt
 touch "$log"
@@ -35,7 +39,8 @@ profile() { # NAME KERNEL_REGEX COUNT CMD...: append to NAME.ncu-rep
   local name=$1 regex=$2 count=$3
   shift 3
   run "$name" 30 0 "$ncu" --clock-control none --graph-profiling node -k "regex:$regex" \
-    --launch-count "$count" "${sections[@]}" --import-source no -f -o "$out/$name.tmp" "$@"
+    --launch-count "$count" "${sections[@]}" --warp-sampling-interval "$interval" \
+    --import-source no -f -o "$out/$name.tmp" "$@"
 }
 export_rep() { # NAME: the csv pages of every NAME.tmp*.ncu-rep
   local name=$1 f
@@ -59,7 +64,7 @@ for phase in $phases; do
     SECONDS=0
     ;;
   routing)
-    for s in top-8 top-22 top-16; do
+    for s in $shapes; do
       profile "routing_$s" 'routing_fast|routingIndices' 4 \
         "$bin" sweep routing --shapes "$s" --tokens "$tokens" --impls fast,released \
         --rounds 3 --launches 2 --checks 0 -o "$out/routing_$s.h5"
