@@ -243,9 +243,18 @@ BOOST_AUTO_TEST_CASE(each_weights_format_names_its_flavour_and_gemm_launcher) {
     BOOST_TEST_REQUIRE(launches.size() == plan.kernels.size());
     for (std::size_t i = 0; i < launches.size(); ++i)
       BOOST_TEST(launches[i].impl == plan.kernels[i].impl);
-    // The verifier sees the same chain as the tiled flavour's: the race verdicts do not move.
+    // The decode flavours route with the decode routing, which reads the scores only (the
+    // block kernel also reads back the expert ids it wrote).
+    KernelPlan const& r = plan.at(Kernel::kRouting);
+    bool const decode = e.flavour != "moefin";
+    BOOST_TEST(r.impl == (decode ? kFastRouting : "moefin.routing"));
+    BOOST_TEST((r.trigger == moefin_flavour().kernels[0].default_trigger));
+    // Else the verifier sees the tiled flavour's chain: the race verdicts do not move.
+    ChainFlavour tiled = moefin_flavour();
+    if (decode)
+      tiled.kernels[0].reads_after_wait = {Buffer::kScores};
     BOOST_TEST(pdl::to_json(verifier_chain(plan, "t", true)) ==
-               pdl::to_json(verifier_chain(make_layer_plan(cfg, fin), "t", true)));
+               pdl::to_json(verifier_chain(make_layer_plan(cfg, fin, tiled), "t", true)));
   }
   BOOST_TEST(flavour_for_format("nvfp4") == nullptr);
   BOOST_TEST((weights_format_names() == std::vector<std::string>{"bf16-tiled", "bf16", "fp4"}));

@@ -126,6 +126,11 @@ struct ChainFlavour {
 inline constexpr char const* kTiledGemmBf16 = "moefin.grouped_gemm.bf16";
 inline constexpr char const* kDecodeGemmBf16 = "moefin.decode_gemm.bf16";
 inline constexpr char const* kDecodeGemmFp4 = "moefin.decode_gemm.fp4";
+/// The decode routing (kernels/routing/fast_routing.hpp) up to its 32 tokens, routing::run's
+/// kernels beyond: the same arrays, bit for bit, and the same PDL contract (waits before its
+/// first read, triggers after the wait). It reads the scores only; above 32 tokens the block
+/// kernels also read back the expert ids they wrote, a read of their own writes.
+inline constexpr char const* kFastRouting = "moefin.routing_fast";
 
 /// moefin's kernels (kernels/routing, permute, gemm, activation): every one waits before its
 /// first routing-dependent read (pdl_wait_point); the weights and the router scores are written
@@ -220,14 +225,17 @@ inline ChainFlavour const& chain_flavour(std::string const& name) {
   throw InputError("--flavour: value '" + name + "' not one of {moefin, released}");
 }
 
-/// moefin's kernels with the split-K decode GEMM (kernels/gemm/decode.hpp) as GEMM1 and GEMM2,
-/// on bf16 (`fp4` false) or 4-bit weights. The chain launches it without weights_before_wait,
-/// so its contract is the tiled GEMM's: the expert map, the activations and the weights (values,
-/// fp4 scales and global scales: buffers w1/w2) all read after the wait, implicit trigger at exit.
+/// moefin's kernels with the decode routing (kFastRouting) and the split-K decode GEMM
+/// (kernels/gemm/decode.hpp) as GEMM1 and GEMM2, on bf16 (`fp4` false) or 4-bit weights. The
+/// chain launches the GEMM without weights_before_wait, so its contract is the tiled GEMM's: the
+/// expert map, the activations and the weights (values, fp4 scales and global scales: buffers
+/// w1/w2) all read after the wait, implicit trigger at exit.
 inline ChainFlavour make_decode_flavour(bool fp4) {
   ChainFlavour f = moefin_flavour();
   f.name = fp4 ? "decode-fp4" : "decode-bf16";
   f.weights = fp4 ? "fp4" : "bf16";
+  f.kernels[0].name = kFastRouting;
+  f.kernels[0].reads_after_wait = {Buffer::kScores};
   for (int i : {2, 4})
     f.kernels[static_cast<std::size_t>(i)].name = fp4 ? kDecodeGemmFp4 : kDecodeGemmBf16;
   return f;

@@ -1,6 +1,7 @@
 #include "experiments/audit/moefin_plan.hpp"
 
 #include "core/ops/errors.hpp"
+#include "kernels/routing/fast_routing.hpp"
 
 namespace moefin::audit_plan {
 
@@ -81,9 +82,23 @@ audit::Launches moefin_launches(chain::LayerPlan const& plan, MoefinLaunchOption
     la.params = std::move(params);
     l.launches.push_back(std::move(la));
   };
-  knob(Kernel::kRouting, "moefin.routing",
-       o.tokens <= 16 ? "moefin::routing::routing_block_kernel"
-                      : "moefin::routing::routing_multi_kernel",
+  // The decode routing below its token limit (scores per lane by the expert count, as
+  // routing::run_fast instantiates it), else the block kernels.
+  std::string const routing_impl = plan.at(Kernel::kRouting).impl;
+  std::string routing_symbol = o.tokens <= 16 ? "moefin::routing::routing_block_kernel"
+                                              : "moefin::routing::routing_multi_kernel";
+  if (routing_impl == chain::kFastRouting) {
+    if (o.tokens > routing::FastPolicy::kMaxTokens)
+      throw InputError("audit: the decode routing takes at most " +
+                       std::to_string(routing::FastPolicy::kMaxTokens) + " tokens (" +
+                       std::to_string(o.tokens) + " asked)");
+    int per = 1;
+    while (32 * per < o.num_experts)
+      per *= 2;
+    routing_symbol = "moefin::routing::routing_fast_kernel<" + std::to_string(per) + ">";
+  }
+  knob(Kernel::kRouting, routing_impl == chain::kFastRouting ? chain::kFastRouting : "moefin.routing",
+       routing_symbol,
        one_each({{"p.scores", "scores"},
                  {"p.expert_ids", "expert_ids"},
                  {"p.expert_weights", "expert_weights"},

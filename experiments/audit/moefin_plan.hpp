@@ -20,6 +20,7 @@ namespace moefin::audit_plan {
 
 struct MoefinLaunchOptions {
   std::int64_t tokens = 4;  // routing_block_kernel up to 16 tokens, else the multi-CTA one
+  std::int64_t num_experts = 256; // the decode routing's routing_fast_kernel<scores per lane>
   std::int64_t tile_m = 16; // grouped_gemm_kernel<tile_m / 16>, decode_gemm_kernel<., tile_m / 8>
   std::int64_t top_k = 8;   // vecload's unroll (4, 2 or 1: whichever divides K)
   bool swiglu = true;       // activation_kernel<kSwiGlu> or <kRelu2>

@@ -12,6 +12,7 @@
 #include "kernels/gemm/decode.hpp"
 #include "kernels/gemm/gemm.hpp"
 #include "kernels/permute/permute.hpp"
+#include "kernels/routing/fast_routing.hpp"
 #include "kernels/routing/routing.hpp"
 
 #include <cmath>
@@ -546,7 +547,10 @@ void ChainRunner::Impl::enqueue_layer(std::vector<LaunchDescriptor> const& launc
     }
     switch (d.kernel) {
     case Kernel::kRouting:
-      routing::run(l.routing, knobs, routing::Workspace{workspace, workspace_bytes}, stream);
+      if (d.impl == kFastRouting && routing::fast_supports(l.routing))
+        routing::run_fast(l.routing, knobs, stream);
+      else
+        routing::run(l.routing, knobs, routing::Workspace{workspace, workspace_bytes}, stream);
       break;
     case Kernel::kPermute:
       permute::run(l.permute, knobs, stream);

@@ -65,6 +65,7 @@ if(MOEFIN_ENABLE_CUDA)
       --struct moefin::chain::ChecksumParams=ChecksumParams
       --kernel routing_block_kernel=p:RoutingParams,k:PdlDevice
       --kernel routing_multi_kernel=p:RoutingParams,k:PdlDevice
+      --kernel routing_fast_kernel=p:RoutingParams,k:PdlDevice
       --kernel permute_kernel=p:PermuteParams,k:PdlDevice
       --kernel grouped_gemm_kernel=p:GroupedGemmParams,k:PdlDevice
       --kernel decode_gemm_kernel=p:DecodeGemmParams,launch:DecodeLaunch,k:PdlDevice
