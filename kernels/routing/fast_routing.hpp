@@ -2,15 +2,19 @@
 // routing::run_fast — routing for decode batches (T <= 32) whose layout is built by every
 // thread of the CTA, not by a serial pass. Host-visible header: no CUDA includes.
 //
-// One CTA of max(8, T) warps. Each warp selects one token's top-K from its scores held in
-// registers: K passes of a warp-wide max of (score, expert) keys (two redux.sync each), only
-// the winning lane rescans its few candidates. The layout (DESIGN.md section 1: experts
-// ascending, tokens ascending inside an expert, tile padding, inverse maps) then comes from
-// per-expert token bitmasks (one word per expert): counts by popcount, the tile-padded offsets
-// by a block-wide scan (warp shuffles, then one warp over the warp totals), and each row's
-// place inside its expert by a popcount of the lower tokens' bits. The arrays are bitwise those
-// of routing::run (same selection, same fp32 weight arithmetic). PDL as routing::run: waits
-// before its first read; Trigger::kDefault = after the wait, before the writes.
+// One CTA of max(8, T, local experts / 32) warps (at most 1024 threads). Every thread copies
+// scores into shared memory (cp.async: one load latency); each of the first T warps selects one
+// token's top-K: every lane sorts its keys (order-preserving integers of the scores, expert
+// lane + 32 j) with a compile-time network (sort_network.hpp), then K passes of a warp-wide max
+// of the lanes' heads that shift the winner's list; the expert ids come after the passes. A warp
+// in which a lane holds one score twice takes a general selection by key trees. The layout
+// (DESIGN.md section 1: experts ascending, tokens ascending inside an expert, tile padding,
+// inverse maps) then comes from per-expert token bitmasks (one word per expert): counts by
+// popcount, the tile-padded offsets by a block-wide scan (warp shuffles, then one warp over the
+// warp totals), and each row's place inside its expert by a popcount of the lower tokens' bits.
+// The arrays are bitwise those of routing::run (same selection, same fp32 weight arithmetic).
+// PDL as routing::run: waits before its first read; Trigger::kDefault = after the wait, before
+// the writes.
 
 #include "core/ops/pdl_knobs.hpp"
 #include "core/ops/routing_params.hpp"

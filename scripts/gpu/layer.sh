@@ -36,6 +36,7 @@ budget=${LAYER_BUDGET_S:-300}
 phases=${LAYER_PHASES:-build test equivalence race layer peer gemm routing}
 tokens=${LAYER_TOKENS:-1,8,16,32,64,128}
 mkdir -p "$out"
+out=$(cd "$out" && pwd) # absolute: the tar calls below run in $tmp
 log=$out/layer_log.txt
 touch "$log"
 tag=layer
@@ -80,7 +81,7 @@ for phase in $phases; do
       run "race-$f" 10 90 "$bin" race --presets all-early --meta before --delay-ns 25000 \
         --weights-format "$f" --out "$tmp/race_$f.h5" && mark_done "race-$f"
     done
-    (cd "$tmp" && ls race_*.h5 > /dev/null 2>&1 && tar cf "$OLDPWD/$out/race.tar" race_*.h5)
+    (cd "$tmp" && ls race_*.h5 > /dev/null 2>&1 && tar cf "$out/race.tar" race_*.h5)
     ;;
   layer)
     run layer 45 50 "$bin" sweep layer --tokens "$tokens" --weights-format bf16,fp4 \
@@ -103,7 +104,7 @@ for phase in $phases; do
   esac
 done
 (cd "$tmp" && ls gemm_sweep.h5 routing_sweep.h5 > /dev/null 2>&1 &&
-  tar cf "$OLDPWD/$out/gemm_routing.tar" $(ls gemm_sweep.h5 routing_sweep.h5 2>/dev/null))
+  tar cf "$out/gemm_routing.tar" $(ls gemm_sweep.h5 routing_sweep.h5 2>/dev/null))
 {
   peers=()
   [[ -f $out/layer_peer.h5 ]] && peers=(--peers "$out/layer_peer.h5")
