@@ -27,7 +27,9 @@
 # Variables: GEMM_BW_BUDGET_S (default 180) seconds for the phases after the build, each phase
 # skipped when it does not fit and the sweep stopped cleanly between (shape, T) groups
 # (--max-minutes); GEMM_BW_PHASES (default: build test sweep); GEMM_BW_CANDIDATES (default
-# "default"); GEMM_BW_TOKENS (default 1,2,4,8,16); GEMM_BW_BIN (default build-device/moefin; the
+# "default"); GEMM_BW_TOKENS (default 1,2,4,8,16); GEMM_BW_TILES (default 16: the routing tile
+# rows, a list runs one sweep per tile into gemm_bw_tile<N>.h5); GEMM_BW_VARIANTS (default
+# tiled,splitk); GEMM_BW_BIN (default build-device/moefin; the
 # host dry run uses build/moefin with GEMM_BW_PHASES=sweep, which stops at "needs a CUDA device").
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -36,6 +38,8 @@ budget=${GEMM_BW_BUDGET_S:-180}
 phases=${GEMM_BW_PHASES:-build test sweep}
 candidates=${GEMM_BW_CANDIDATES:-default}
 tokens=${GEMM_BW_TOKENS:-1,2,4,8,16}
+tiles=${GEMM_BW_TILES:-16}
+variants=${GEMM_BW_VARIANTS:-tiled,splitk}
 mkdir -p "$out"
 log=$out/gemm_bw_log.txt
 touch "$log"
@@ -48,7 +52,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format
   >> "$log" 2>&1
 
 sweep_args=(sweep gemm --shapes top-8,top-16,top-22 --tokens "$tokens" --gemms 1,2
-  --formats bf16,fp4 --variants tiled,splitk --modes isolated,pdl --candidates "$candidates"
+  --formats bf16,fp4 --variants "$variants" --modes isolated,pdl --candidates "$candidates"
   --read-floor --check-tokens 1,4 --rounds 5)
 
 for phase in $phases; do
@@ -73,17 +77,26 @@ for phase in $phases; do
     ((rc == 0)) && mark_done test
     ;;
   sweep)
-    # The configurations and the expected GPU time first: a bad flag stops here, on any host.
-    "$bin" "${sweep_args[@]}" --estimate 2>&1 | tee -a "$log"
-    ((${PIPESTATUS[0]} == 0)) || { say "sweep: the flags were refused (above)"; continue; }
-    (($(left) < 40)) && { say "sweep: $(left)s left, needs ~40s: skipped"; continue; }
-    minutes=$(awk "BEGIN {print ($(left) - 15) / 60}")
-    say "sweep: $bin ${sweep_args[*]} --max-minutes $minutes --out $out/gemm_bw.h5"
-    timeout --signal=INT $(($(left) - 5)) "$bin" "${sweep_args[@]}" --max-minutes "$minutes" \
-      --out "$out/gemm_bw.h5" >> "$log" 2>&1
-    rc=$?
-    say "sweep: exit $rc"
-    ((rc == 0)) && mark_done sweep
+    # One sweep per routing tile of GEMM_BW_TILES, each in its own file (gemm_bw.h5 for the
+    # default tile 16 alone, else gemm_bw_tile<N>.h5), the budget shared between them.
+    ntiles=$(wc -w <<< "${tiles//,/ }")
+    for tile in ${tiles//,/ }; do
+      file=$out/gemm_bw.h5
+      [[ $tiles != 16 ]] && file=$out/gemm_bw_tile$tile.h5
+      args=("${sweep_args[@]}" --tile-m "$tile")
+      # The configurations and the expected GPU time first: a bad flag stops here, on any host.
+      "$bin" "${args[@]}" --estimate 2>&1 | tee -a "$log"
+      ((${PIPESTATUS[0]} == 0)) || { say "sweep: the flags were refused (above)"; continue; }
+      (($(left) < 40)) && { say "sweep tile $tile: $(left)s left, needs ~40s: skipped"; continue; }
+      minutes=$(awk "BEGIN {print ($(left) - 15) / 60 / $ntiles}")
+      say "sweep: $bin ${args[*]} --max-minutes $minutes --out $file"
+      timeout --signal=INT $(($(left) - 5)) "$bin" "${args[@]}" --max-minutes "$minutes" \
+        --out "$file" >> "$log" 2>&1
+      rc=$?
+      say "sweep tile $tile: exit $rc"
+      ((rc == 0)) && mark_done "sweep-tile$tile"
+      ntiles=$((ntiles > 1 ? ntiles - 1 : 1))
+    done
     ;;
   *)
     say "unknown phase '$phase'"
@@ -91,11 +104,14 @@ for phase in $phases; do
   esac
 done
 {
-  if [[ -f $out/gemm_bw.h5 ]]; then
-    "$bin" sweep gemm --print "$out/gemm_bw.h5"
-  else
-    echo "no gemm_bw.h5: the sweep did not run (gemm_bw_log.txt says why)"
-  fi
+  found=0
+  for f in "$out"/gemm_bw*.h5; do
+    [[ -f $f ]] || continue
+    found=1
+    echo "== $(basename "$f")"
+    "$bin" sweep gemm --print "$f"
+  done
+  ((found)) || echo "no gemm_bw*.h5: the sweep did not run (gemm_bw_log.txt says why)"
   [[ -f $out/decode_gpu_test.txt ]] && { echo; echo "test_decode_gpu:"; tail -2 "$out/decode_gpu_test.txt"; }
 } > "$out/summary.txt" 2>&1
 say "finished; done: $(sed -n 's/^done: //p' "$log" | tr '\n' ' ')"
