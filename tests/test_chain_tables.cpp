@@ -232,12 +232,21 @@ BOOST_AUTO_TEST_CASE(weights_format_errors_name_the_flag_and_the_problem) {
         Case{"equivalence --weights-format fp4,fp4 --list", "'fp4' given twice"},
         Case{"race --weights-format bf16,fp4 --list", "race takes one format per run"},
         Case{"equivalence --weights-format fp4 --tile-m 32 --list", "--tile-m: 32"},
+        Case{"sweep layer --weights-format bf16-tiled,fp4 --tile-m 8 --list",
+             "--tile-m: 8 with --weights-format bf16-tiled"},
         Case{"sweep layer --weights-format fp4 --shapes H6144/I320/E256/top-8 --list",
              "multiples of 128"},
         Case{"sweep layer --peers x.h5", "--peers: only with --print"}}) {
     auto const r = run(c.args);
     BOOST_TEST(r.status == 2, c.args << ": " << r.out);
     BOOST_TEST(contains(r.out, c.says), c.args << ": " << r.out);
+  }
+  // Tile 8: the decode GEMMs' smaller tile (fp4 without a spill), for every chain command.
+  for (char const* args : {"sweep layer --weights-format bf16,fp4 --tile-m 8 --tokens 1,8 --list",
+                           "equivalence --weights-format fp4 --tile-m 8 --tokens 1 --list",
+                           "race --weights-format fp4 --tile-m 8 --list"}) {
+    auto const r = run(args);
+    BOOST_TEST(r.status == 0, args << ": " << r.out);
   }
   // The formats are an axis of the sweep and of equivalence, keyed only when not bf16-tiled.
   auto const l =

@@ -79,8 +79,9 @@ void validate(LayerShape const& s, std::int64_t tokens, std::int64_t tile_m) {
   ranges::check_range<std::int64_t>(n + "top-K", s.top_k, 1, 32);
   ranges::check_range<std::int64_t>(n + "experts", s.experts, s.top_k, 1024);
   ranges::check_range<std::int64_t>("--tokens", tokens, 1, 128);
-  if (tile_m != 16 && tile_m != 32 && tile_m != 64 && tile_m != 128)
-    throw InputError("--tile-m: value " + std::to_string(tile_m) + " not one of {16, 32, 64, 128}");
+  if (tile_m != 8 && tile_m != 16 && tile_m != 32 && tile_m != 64 && tile_m != 128)
+    throw InputError("--tile-m: value " + std::to_string(tile_m) +
+                     " not one of {8, 16, 32, 64, 128}");
 }
 
 std::int64_t max_padded_rows(LayerShape const& s, std::int64_t tokens, std::int64_t tile_m) {

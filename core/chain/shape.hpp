@@ -34,7 +34,8 @@ std::vector<LayerShape> parse_shapes(std::string const& text, std::string const&
 
 /// Limits of the CUDA chain: throws InputError naming what is out of range.
 ///   H multiple of 64 in [64, 16384]; I multiple of 64 in [64, 8192]; E in [K, 1024];
-///   K in [1, 32]; T in [1, 128]; tile_m in {16, 32, 64, 128}.
+///   K in [1, 32]; T in [1, 128]; tile_m in {8, 16, 32, 64, 128} (8: the decode GEMMs only,
+///   chain_run::check_weights_format).
 void validate(LayerShape const& s, std::int64_t tokens, std::int64_t tile_m);
 
 /// Rows of the permuted buffers: every expert's group padded to tile_m (a multiple of tile_m).

@@ -270,7 +270,7 @@ int equivalence(cli::Args const& args) {
       "routings", po::value<std::int64_t>()->default_value(1000),
       "randomized routings per (shape, T, preset), rounded up to whole batches, 1..10^7")(
       "batch", po::value<int>()->default_value(250), "layers per CUDA graph replay, 1..4096")(
-      "tile-m", po::value<std::int64_t>()->default_value(16), "GEMM row tile: 16, 32, 64, 128")(
+      "tile-m", po::value<std::int64_t>()->default_value(16), "GEMM row tile: 16, 32, 64, 128 (bf16-tiled), 8 or 16 (bf16, fp4)")(
       "ref-checks", po::value<int>()->default_value(1),
       "batches per (shape, T) whose last routing is checked against the Kokkos reference")(
       "tolerance", po::value<double>()->default_value(1e-2),

@@ -125,7 +125,7 @@ int race(cli::Args const& args) {
                                              "overrides applied to every cell")(
       "iterations", po::value<int>()->default_value(200),
       "routings per cell (one CUDA graph replay), 2..4096")(
-      "tile-m", po::value<std::int64_t>()->default_value(16), "GEMM row tile")(
+      "tile-m", po::value<std::int64_t>()->default_value(16), "GEMM row tile: 16, 32, 64, 128 (bf16-tiled), 8 or 16 (bf16, fp4)")(
       "launch", po::value<std::string>()->default_value("graph"),
       "graph: each cell's iterations in one CUDA graph replay; stream: plain stream launches")(
       "stamps", "record the timelines of the benchmark cells and of each preset's own cell")(

@@ -131,7 +131,7 @@ int sweep_layer(cli::Args const& args) {
                               "interleaved rounds, 3..1000")(
       "layers", po::value<int>()->default_value(16),
       "layers per CUDA graph (each on its own routing), 1..4096")(
-      "tile-m", po::value<std::int64_t>()->default_value(16), "GEMM row tile")(
+      "tile-m", po::value<std::int64_t>()->default_value(16), "GEMM row tile: 16, 32, 64, 128 (bf16-tiled), 8 or 16 (bf16, fp4)")(
       "stamps", po::value<std::string>()->implicit_value("all"),
       "--stamps[=T,..]: after the timed rounds, replay the graph of each configuration (of these "
       "token counts; all when none are given) once more with per-CTA stamps and store its last "

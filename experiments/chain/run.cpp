@@ -200,8 +200,12 @@ std::vector<std::string> read_weights_formats(cli::po::variables_map const& vm) 
 
 void check_weights_format(std::string const& format, chain::LayerShape const& shape,
                           std::int64_t tile_m) {
-  if (format == chain::kDefaultWeightsFormat)
+  if (format == chain::kDefaultWeightsFormat) {
+    if (tile_m % 16 != 0)
+      throw InputError("--tile-m: " + std::to_string(tile_m) + " with --weights-format " + format +
+                       ": the tiled GEMM takes a row tile of 16, 32, 64 or 128");
     return;
+  }
   if (tile_m != 8 && tile_m != 16)
     throw InputError("--tile-m: " + std::to_string(tile_m) + " with --weights-format " + format +
                      ": the decode GEMM takes a row tile of 8 or 16");
