@@ -8,6 +8,7 @@
 #include "core/ops/errors.hpp"
 #include "experiments/routing/arrays.hpp"
 #include "experiments/routing/impls.hpp"
+#include "kernels/routing/fast_routing.hpp"
 
 #include <algorithm>
 #include <string>
@@ -59,4 +60,15 @@ BOOST_AUTO_TEST_CASE(the_released_entry_takes_the_shapes_its_kernels_serve) {
   BOOST_TEST(r.supports(t16) == built); // the dynamic-block kernel
   BOOST_TEST(!r.supports(t64));         // the cluster kernels are not built
   BOOST_TEST(!r.supports(routing_arrays::shape(1, 4096, 8, 16, 0, 4096))); // > 2048 experts
+}
+
+BOOST_AUTO_TEST_CASE(the_decode_routing_kernel_holds_every_expert_in_a_power_of_two_per_lane) {
+  // The instantiation run_fast launches and the audit names (experiments/audit/moefin_plan.cpp).
+  struct Case {
+    std::int64_t experts;
+    int per;
+  };
+  for (Case c : {Case{1, 1}, Case{32, 1}, Case{33, 2}, Case{64, 2}, Case{100, 4}, Case{256, 8},
+                 Case{257, 16}, Case{512, 16}, Case{896, 32}, Case{1024, 32}})
+    BOOST_TEST(moefin::routing::fast_scores_per_lane(c.experts) == c.per, c.experts);
 }

@@ -84,21 +84,18 @@ audit::Launches moefin_launches(chain::LayerPlan const& plan, MoefinLaunchOption
   };
   // The decode routing below its token limit (scores per lane by the expert count, as
   // routing::run_fast instantiates it), else the block kernels.
-  std::string const routing_impl = plan.at(Kernel::kRouting).impl;
+  bool const fast_routing = plan.at(Kernel::kRouting).impl == chain::kFastRouting;
   std::string routing_symbol = o.tokens <= 16 ? "moefin::routing::routing_block_kernel"
                                               : "moefin::routing::routing_multi_kernel";
-  if (routing_impl == chain::kFastRouting) {
+  if (fast_routing) {
     if (o.tokens > routing::FastPolicy::kMaxTokens)
       throw InputError("audit: the decode routing takes at most " +
                        std::to_string(routing::FastPolicy::kMaxTokens) + " tokens (" +
                        std::to_string(o.tokens) + " asked)");
-    int per = 1;
-    while (32 * per < o.num_experts)
-      per *= 2;
-    routing_symbol = "moefin::routing::routing_fast_kernel<" + std::to_string(per) + ">";
+    routing_symbol = "moefin::routing::routing_fast_kernel<" +
+                     std::to_string(routing::fast_scores_per_lane(o.num_experts)) + ">";
   }
-  knob(Kernel::kRouting, routing_impl == chain::kFastRouting ? chain::kFastRouting : "moefin.routing",
-       routing_symbol,
+  knob(Kernel::kRouting, fast_routing ? chain::kFastRouting : "moefin.routing", routing_symbol,
        one_each({{"p.scores", "scores"},
                  {"p.expert_ids", "expert_ids"},
                  {"p.expert_weights", "expert_weights"},

@@ -1,6 +1,8 @@
 #pragma once
 // Device helpers of the grouped GEMMs: the bf16 tensor-core MMA, register word access and
-// cp.async copies.
+// cp.async copies (commit and wait: kernels/common/cp_async.cuh).
+
+#include "kernels/common/cp_async.cuh"
 
 #include <cuda_runtime.h>
 
@@ -57,15 +59,6 @@ __device__ __forceinline__ void cp_async4_hint(void* dst, void const* src, bool 
   asm volatile("cp.async.ca.shared.global.L2::cache_hint [%0], [%1], 4, %2, %3;" ::"r"(d), "l"(src),
                "r"(read ? 4 : 0), "l"(policy)
                : "memory");
-}
-
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;" ::: "memory");
-}
-
-/// Waits until at most kPending of this thread's committed copy groups are still in flight.
-template <int kPending> __device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
 }
 
 } // namespace moefin::gemm

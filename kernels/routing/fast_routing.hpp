@@ -38,6 +38,9 @@ bool fast_supports(RoutingParams const& p);
 void validate_fast(RoutingParams const& p);
 /// Threads of the CTA run_fast launches for p.
 int fast_threads(RoutingParams const& p);
+/// Scores per lane of the kernel run_fast launches for `num_experts` experts (its template
+/// argument): the power of two 1..32 that holds them.
+int fast_scores_per_lane(std::int64_t num_experts);
 void run_fast(RoutingParams const& p, PdlKnobs const& knobs, CUstream_st* stream);
 
 } // namespace moefin::routing

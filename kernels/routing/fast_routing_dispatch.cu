@@ -26,19 +26,25 @@ void run_fast(RoutingParams const& p, PdlKnobs const& knobs, CUstream_st* stream
     set_shared_memory(kernel, knobs.max_shared_carveout, smem);
     launch_kernel(kernel, dim3(1), block, smem, stream, knobs.pdl, p, k);
   };
-  std::int64_t const per = (p.num_experts + 31) / 32;
-  if (per <= 1)
+  switch (fast_scores_per_lane(p.num_experts)) {
+  case 1:
     launch(routing_fast_kernel<1>);
-  else if (per <= 2)
+    break;
+  case 2:
     launch(routing_fast_kernel<2>);
-  else if (per <= 4)
+    break;
+  case 4:
     launch(routing_fast_kernel<4>);
-  else if (per <= 8)
+    break;
+  case 8:
     launch(routing_fast_kernel<8>);
-  else if (per <= 16)
+    break;
+  case 16:
     launch(routing_fast_kernel<16>);
-  else
+    break;
+  default:
     launch(routing_fast_kernel<32>);
+  }
 }
 
 } // namespace moefin::routing

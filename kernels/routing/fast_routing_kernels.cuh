@@ -1,6 +1,7 @@
 #pragma once
 // The decode routing kernel of kernels/routing/fast_routing.hpp.
 
+#include "kernels/common/cp_async.cuh"
 #include "kernels/common/pdl_stage.cuh"
 #include "kernels/routing/fast_routing.hpp"
 #include "kernels/routing/routing_device.cuh"
@@ -64,13 +65,6 @@ __device__ __forceinline__ std::uint32_t warp_max(std::uint32_t v) {
 
 } // namespace fast
 
-/// Copies 4 bytes global -> shared asynchronously (through L1: cp.async takes 16 bytes only with
-/// .cg).
-__device__ __forceinline__ void copy4_async(void* dst, void const* src) {
-  auto const d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(d), "l"(src) : "memory");
-}
-
 /// kPer scores per lane (expert lane + 32 j). Dynamic shared memory: the token masks [L], the
 /// offsets [L + 1], the selected experts [T K], the warp totals of the scan [32] and the scores
 /// [T E].
@@ -102,8 +96,9 @@ __global__ void __launch_bounds__(1024) routing_fast_kernel(RoutingParams p, Pdl
   // Nsight Compute samples of scripts/gpu/ncu.sh: a long-scoreboard stall at every other load).
 #pragma unroll 1
   for (int i = tid; i < T * E; i += nt)
-    copy4_async(scores + i, p.scores + i);
-  asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;" ::: "memory");
+    cp_async4(scores + i, p.scores + i);
+  cp_async_commit();
+  cp_async_wait<0>();
   __syncthreads();
 
   if (warp < T) {
@@ -156,7 +151,8 @@ __global__ void __launch_bounds__(1024) routing_fast_kernel(RoutingParams p, Pdl
         int winner = __ffs(tied) - 1;
         if ((tied & (tied - 1)) != 0) {
           // Equal heads in several lanes: the lowest expert id wins (uniform branch).
-          // Rolled (rare, and the sorted keys stay in registers around it).
+          // index_of(lane, best), rolled: unrolled inside the passes it makes the 32-key
+          // kernel spill 56 bytes (the sorted keys stay in registers around this rare branch).
           int j = 0;
           if (won)
 #pragma unroll 1

@@ -20,4 +20,11 @@ int fast_threads(RoutingParams const& p) {
   return 32 * std::max({FastPolicy::kMinWarps, static_cast<int>(p.num_tokens), layout});
 }
 
+int fast_scores_per_lane(std::int64_t num_experts) {
+  int per = 1;
+  while (per < 32 && 32 * static_cast<std::int64_t>(per) < num_experts)
+    per *= 2;
+  return per;
+}
+
 } // namespace moefin::routing
