@@ -58,14 +58,7 @@ sweep_args=(sweep gemm --shapes top-8,top-16,top-22 --tokens "$tokens" --gemms 1
 for phase in $phases; do
   case $phase in
   build)
-    say "build: scripts/device_build.sh (moefin, test_decode_gpu)"
-    if MOEFIN_BUILD_TARGETS="moefin test_decode_gpu" scripts/device_build.sh >> "$log" 2>&1; then
-      mark_done build
-    else
-      say "build FAILED (log above)"
-      exit 1
-    fi
-    SECONDS=0 # the budget counts the runs, not the build
+    build_phase "moefin test_decode_gpu"
     ;;
   test)
     (($(left) < 60)) && { say "test: $(left)s left, needs ~60s: skipped"; continue; }

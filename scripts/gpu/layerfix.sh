@@ -46,15 +46,7 @@ start_log
 for phase in $phases; do
   case $phase in
   build)
-    # The budget counts the runs, not the build (a cold build takes minutes).
-    say "build: scripts/device_build.sh"
-    if MOEFIN_BUILD_TARGETS="moefin test_decode_gpu" scripts/device_build.sh >> "$log" 2>&1; then
-      mark_done build
-    else
-      say "build FAILED (log above)"
-      exit 1
-    fi
-    SECONDS=0
+    build_phase "moefin test_decode_gpu"
     ;;
   test)
     (($(left) < 40)) && { say "test: skipped (budget)"; continue; }

@@ -56,12 +56,7 @@ export_rep() { # NAME: the csv pages of every NAME.tmp*.ncu-rep
 for phase in $phases; do
   case $phase in
   build)
-    say "build: scripts/device_build.sh"
-    MOEFIN_BUILD_TARGETS=moefin scripts/device_build.sh >> "$log" 2>&1 || {
-      say "build FAILED"
-      exit 1
-    }
-    SECONDS=0
+    build_phase moefin
     ;;
   routing)
     for s in $shapes; do

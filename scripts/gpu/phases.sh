@@ -1,6 +1,6 @@
 # Phase helpers of the GPU scripts that run moefin commands within a budget (layer.sh,
-# layerfix.sh, gemm_bw.sh): sourced, not run. The script sets `tag` (the log prefix), `log` (the
-# log file) and `budget` (seconds) first; SECONDS is the clock.
+# layerfix.sh, gemm_bw.sh, routing.sh, ncu.sh): sourced, not run. The script sets `tag` (the log
+# prefix), `log` (the log file) and `budget` (seconds) first; SECONDS is the clock.
 say() { echo "[$tag $(date -u +%H:%M:%S) +${SECONDS}s] $*" | tee -a "$log"; }
 left() { echo $((budget - SECONDS)); }
 mark_done() { echo "done: $1" >> "$log"; }
@@ -31,4 +31,18 @@ bin=build-device/moefin
 start_log() {
   say "phases: $phases; budget ${budget}s"
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader >> "$log" 2>&1
+}
+
+# build_phase TARGETS: scripts/device_build.sh of these targets (prebuilt binaries in seconds, a
+# cold build in minutes), "done: build" in the log, or the script stops; then the budget starts
+# (SECONDS=0: it counts the runs, not the build).
+build_phase() {
+  say "build: scripts/device_build.sh ($1)"
+  if MOEFIN_BUILD_TARGETS="$1" scripts/device_build.sh >> "$log" 2>&1; then
+    mark_done build
+  else
+    say "build FAILED (log above)"
+    exit 1
+  fi
+  SECONDS=0
 }

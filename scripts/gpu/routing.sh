@@ -33,13 +33,7 @@ start_log
 for phase in $phases; do
   case $phase in
   build)
-    say "build: scripts/device_build.sh"
-    MOEFIN_BUILD_TARGETS="moefin test_decode_gpu" scripts/device_build.sh >> "$log" 2>&1 || {
-      say "build FAILED"
-      exit 1
-    }
-    mark_done build
-    SECONDS=0
+    build_phase "moefin test_decode_gpu"
     ;;
   sanitize)
     cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
