@@ -383,6 +383,11 @@ BOOST_AUTO_TEST_CASE(fast_routing_is_bitwise_the_block_kernel_and_its_layout_the
     std::vector<float> coarse(static_cast<std::size_t>(4 * E));
     for (std::size_t i = 0; i < coarse.size(); ++i)
       coarse[i] = 0.25f * static_cast<float>((i * 7 + i / 5) % 6) - 0.5f;
+    // Six distinct scores: from 8 keys a lane (E >= 256) every token's warp holds one twice
+    // and takes the general selection (the host twin of the kernel's test says so).
+    if (E >= 256)
+      for (std::int64_t t = 0; t < 4; ++t)
+        BOOST_TEST(!routing::fast_selection_is_sorted(coarse.data() + t * E, E), "E " << E);
     check_fast_routing(4, E, std::min<std::int64_t>(E, 22), 16, 0, E, M::kSoftmaxTopK, false,
                        W::kFp32, coarse);
     check_fast_routing(4, E, std::min<std::int64_t>(E, 8), 16, 0, E, M::kTopKSoftmax, false,
@@ -398,6 +403,10 @@ BOOST_AUTO_TEST_CASE(fast_routing_is_bitwise_the_block_kernel_and_its_layout_the
       lanes[i] = 0.125f * static_cast<float>(x / 32) +
                  (i < static_cast<std::size_t>(E) ? 0.0f : 0.03125f * static_cast<float>(x % 32 / 8));
     }
+    // Every warp takes the sorted lists (the kernel's test, by its host twin), so the ties
+    // are the sorted selection's.
+    for (std::int64_t t = 0; t < 2; ++t)
+      BOOST_TEST(routing::fast_selection_is_sorted(lanes.data() + t * E, E), "E " << E);
     check_fast_routing(2, E, std::min<std::int64_t>(E, 22), 16, 0, E, M::kSoftmaxTopK, true,
                        W::kBf16, lanes);
     check_fast_routing(2, E, std::min<std::int64_t>(E, 16), 8, 0, E, M::kTopKSoftmax, false,

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 using namespace moefin;
 
@@ -71,4 +72,31 @@ BOOST_AUTO_TEST_CASE(the_decode_routing_kernel_holds_every_expert_in_a_power_of_
   for (Case c : {Case{1, 1}, Case{32, 1}, Case{33, 2}, Case{64, 2}, Case{100, 4}, Case{256, 8},
                  Case{257, 16}, Case{512, 16}, Case{896, 32}, Case{1024, 32}})
     BOOST_TEST(moefin::routing::fast_scores_per_lane(c.experts) == c.per, c.experts);
+}
+
+BOOST_AUTO_TEST_CASE(the_sorted_selection_is_for_tokens_whose_lanes_hold_distinct_scores) {
+  using moefin::routing::fast_selection_is_sorted;
+  using moefin::routing::score_key;
+  // Keys order as the floats, -0 is +0, and only padding (no expert) is key 0.
+  BOOST_TEST(score_key(-1.0f) < score_key(-0.5f));
+  BOOST_TEST(score_key(-0.5f) < score_key(0.0f));
+  BOOST_TEST(score_key(0.0f) == score_key(-0.0f));
+  BOOST_TEST(score_key(0.0f) < score_key(1e-30f));
+  BOOST_TEST(score_key(1.0f) < score_key(2.0f));
+  BOOST_TEST(score_key(-3.4e38f) > 0u);
+  // Lane l holds experts l, l + 32, ...: equal scores in different lanes keep the sorted lists,
+  // equal scores in one lane (experts 5 and 37, or +0 and -0 there) do not.
+  std::vector<float> s(96);
+  for (std::size_t i = 0; i < s.size(); ++i)
+    s[i] = static_cast<float>(i / 32); // lane l: 0, 1, 2 (every lane alike)
+  BOOST_TEST(fast_selection_is_sorted(s.data(), 96));
+  s[37] = s[5];
+  BOOST_TEST(!fast_selection_is_sorted(s.data(), 96));
+  BOOST_TEST(fast_selection_is_sorted(s.data(), 37)); // expert 37 is not a score of this row
+  s[37] = -0.0f;
+  s[5] = 0.0f;
+  BOOST_TEST(!fast_selection_is_sorted(s.data(), 96));
+  // One expert per lane (E <= 32) is always sorted.
+  std::vector<float> const flat(32, 0.5f);
+  BOOST_TEST(fast_selection_is_sorted(flat.data(), 32));
 }

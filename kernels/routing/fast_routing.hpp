@@ -18,8 +18,10 @@
 
 #include "core/ops/pdl_knobs.hpp"
 #include "core/ops/routing_params.hpp"
+#include "core/router_scores.hpp" // MOEFIN_HD
 
 #include <cstdint>
+#include <cstring>
 
 struct CUstream_st;
 
@@ -42,5 +44,26 @@ int fast_threads(RoutingParams const& p);
 /// argument): the power of two 1..32 that holds them.
 int fast_scores_per_lane(std::int64_t num_experts);
 void run_fast(RoutingParams const& p, PdlKnobs const& knobs, CUstream_st* stream);
+
+/// The selection's key of a score: an unsigned integer ordered as the float (larger score,
+/// larger key); -0 is +0, as a float comparison has it. Every finite score maps above 0, which
+/// stands for "no candidate". The kernel's and the host's (fast_selection_is_sorted).
+MOEFIN_HD std::uint32_t score_key(float f) {
+#if defined(__CUDA_ARCH__)
+  std::uint32_t u = __float_as_uint(f);
+#else
+  std::uint32_t u;
+  std::memcpy(&u, &f, 4);
+#endif
+  if ((u & 0x7fffffffu) == 0)
+    u = 0;
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+/// Which selection run_fast's warp takes for one token's `num_experts` scores: true for the
+/// sorted lists (no lane holds one non-zero key twice; lane l holds experts l, l + 32, ...),
+/// false for the general selection. The host twin of the kernel's test, so that a test knows
+/// which path its scores exercise.
+bool fast_selection_is_sorted(float const* scores, std::int64_t num_experts);
 
 } // namespace moefin::routing

@@ -13,13 +13,9 @@ namespace moefin::routing {
 
 namespace fast {
 
-/// An unsigned key ordered as the float (larger score, larger key); -0 is +0, as a float
-/// comparison has it. Every finite score maps above 0, which stands for "no candidate".
+/// The selection's key of a score (routing::score_key, shared with the host's twin).
 __device__ __forceinline__ std::uint32_t ordered(float f) {
-  std::uint32_t u = __float_as_uint(f);
-  if ((u & 0x7fffffffu) == 0)
-    u = 0;
-  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+  return score_key(f);
 }
 
 __device__ __forceinline__ float unordered(std::uint32_t key) {
@@ -114,7 +110,8 @@ __global__ void __launch_bounds__(1024) routing_fast_kernel(RoutingParams p, Pdl
     // of the heads and shifts the winner's list by one, a short dependent chain; the expert ids
     // are looked up once after the passes. That needs every non-zero key of a lane to be
     // distinct (equal keys are adjacent once sorted); a warp with a lane holding a score twice
-    // (rare: equal scores of one token in one lane) takes the general selection below.
+    // (rare: equal scores of one token in one lane) takes the general selection below. Host
+    // twin of this test: routing::fast_selection_is_sorted.
     std::uint32_t srt[kPer];
     load_keys(srt);
     float const top = fast::unordered(fast::warp_max(fast::tree_max<kPer>(srt)));
@@ -195,8 +192,7 @@ __global__ void __launch_bounds__(1024) routing_fast_kernel(RoutingParams p, Pdl
         std::uint32_t const tied = __ballot_sync(0xffffffffu, bkey == best);
         int winner = __ffs(tied) - 1;
         if ((tied & (tied - 1)) != 0) {
-          std::uint32_t const low =
-              fast::warp_max(bkey == best ? 1024u - (lane + 32 * bj) : 0u);
+          std::uint32_t const low = fast::warp_max(bkey == best ? 1024u - (lane + 32 * bj) : 0u);
           winner = (1024 - static_cast<int>(low)) & 31;
         }
         int const id = __shfl_sync(0xffffffffu, lane + 32 * bj, winner);

@@ -4,6 +4,7 @@
 #include "kernels/routing/fast_routing.hpp"
 
 #include <algorithm>
+#include <vector>
 
 namespace moefin::routing {
 
@@ -18,6 +19,19 @@ int fast_threads(RoutingParams const& p) {
   // with fewer, each thread's rolled loop over its experts stores serially.
   auto const layout = static_cast<int>(std::min<std::int64_t>(32, (p.num_local_experts + 31) / 32));
   return 32 * std::max({FastPolicy::kMinWarps, static_cast<int>(p.num_tokens), layout});
+}
+
+bool fast_selection_is_sorted(float const* scores, std::int64_t num_experts) {
+  for (std::int64_t lane = 0; lane < 32 && lane < num_experts; ++lane) {
+    std::vector<std::uint32_t> keys;
+    for (std::int64_t e = lane; e < num_experts; e += 32)
+      if (std::uint32_t const k = score_key(scores[e]); k != 0u)
+        keys.push_back(k);
+    std::sort(keys.begin(), keys.end());
+    if (std::adjacent_find(keys.begin(), keys.end()) != keys.end())
+      return false;
+  }
+  return true;
 }
 
 int fast_scores_per_lane(std::int64_t num_experts) {
