@@ -1,7 +1,8 @@
 #pragma once
 // 4-bit weights laid out like NVFP4: e2m1 values packed two per byte (the lower k in the low
 // nibble), one e4m3 scale per 16 consecutive k of a row, one fp32 global scale per matrix:
-//   w[r][k] = e2m1(value nibble) * e4m3(scale[r][k / 16]) * global.
+//   w[r][k] = e2m1(value nibble) * e4m3(scale[r][k / 16]) * global,
+// the scales stored row-major or in 16 x 128 tiles (ScaleLayout below).
 // The codecs and the seeded quantizer run unchanged on the host (reference, tests) and on the
 // device (the generator of GBs of weights, the GEMM's dequantization). Every float operation of
 // the quantizer is a single IEEE operation with an explicit rounding (fma where a product is
@@ -219,6 +220,47 @@ template <int kI> MOEFIN_HD std::uint32_t e2m1_pair_bits(std::uint32_t w) {
   constexpr std::uint32_t kMask = 0x000F000Fu << (4 * kI);
   constexpr std::uint32_t kCopies = (1u << (12 - 4 * kI)) | (1u << (6 - 4 * kI));
   return ((w & kMask) * kCopies) & 0x81C081C0u;
+}
+
+// ------------------------------------------------------------------------------------------
+// Where the scales are stored. Both layouts hold the same bytes, one per (row, block of 16 k),
+// rows counted over [experts][n] (n a multiple of 16: a tile never crosses an expert).
+//   kRowMajor  scale[row][k / 16]: byte row * (k / 16) + block.
+//   kTiled     tiles of 16 rows x 128 k (8 blocks), 128 bytes each, the tiles of a row band in
+//              k order, the bands in row order: tile (row / 16) * (k / 128) + block / 8. Inside a
+//              tile, word (4 bytes) 4 (r % 8) + r / 8 + 2 (b / 4) holds blocks 4 (b / 4) ..
+//              4 (b / 4) + 3 of tile row r, byte b % 4 being block b: the image the decode GEMM's
+//              lanes read from shared memory (kernels/gemm/decode_kernels.cuh), so that a warp
+//              stages a 16-row tile's scales of one pipeline stage with 8 copies of 16 contiguous
+//              bytes instead of 32 4-byte copies from 16 rows. Needs k a multiple of 128.
+
+enum class ScaleLayout : std::int32_t {
+  kRowMajor = 0,
+  kTiled = 1,
+};
+
+inline constexpr int kTileRows = 16;   // rows of a kTiled tile
+inline constexpr int kTileK = 128;     // k of a kTiled tile
+inline constexpr int kTileBytes = 128; // kTileRows * kTileK / kBlock
+
+inline char const* scale_layout_name(ScaleLayout l) {
+  return l == ScaleLayout::kRowMajor ? "rowmajor" : l == ScaleLayout::kTiled ? "tiled" : "?";
+}
+
+/// Byte of the block (row r, block b) inside its kTiled tile (r < 16, b < 8).
+MOEFIN_HD constexpr int tiled_byte(int r, int b) {
+  return (4 * (r & 7) + (r >> 3) + 2 * (b >> 2)) * 4 + (b & 3);
+}
+
+/// Byte offset of the scale of (row, block) in the scales of a [rows][k] matrix in layout l.
+MOEFIN_HD constexpr std::int64_t scale_offset(ScaleLayout l, std::int64_t row, std::int64_t block,
+                                              std::int64_t k) {
+  if (l == ScaleLayout::kRowMajor)
+    return row * (k / kBlock) + block;
+  constexpr int kBlocksPerTile = kTileK / kBlock;
+  std::int64_t const tile = (row / kTileRows) * (k / kTileK) + block / kBlocksPerTile;
+  return tile * kTileBytes +
+         tiled_byte(static_cast<int>(row % kTileRows), static_cast<int>(block % kBlocksPerTile));
 }
 
 /// The dequantized weight (without the global scale) of nibble `code` under scale byte `s`:

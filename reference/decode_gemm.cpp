@@ -1,8 +1,8 @@
 #include "reference/decode_gemm.hpp"
 
 #include "core/bf16.hpp"
-#include "core/ops/errors.hpp"
 #include "core/fp4.hpp"
+#include "core/ops/errors.hpp"
 
 #include <Kokkos_Core.hpp>
 
@@ -30,6 +30,11 @@ void decode_gemm(gemm::DecodeGemmParams const& dp, GemmOracle* oracle) {
   require(p.n >= 1 && p.k >= 1 && p.ldc >= p.n && p.tile_m >= 1,
           "need n >= 1, k >= 1, ldc >= n, tile_m >= 1");
   require(!fp4 || p.k % fp4::kBlock == 0, "fp4 k " + std::to_string(p.k) + " not a multiple of 16");
+  fp4::ScaleLayout const layout = dp.scale_layout;
+  require(layout == fp4::ScaleLayout::kRowMajor ||
+              (fp4 && layout == fp4::ScaleLayout::kTiled && p.k % fp4::kTileK == 0 &&
+               p.n % fp4::kTileRows == 0),
+          "scale layout tiled needs fp4 weights, n a multiple of 16 and k of 128");
   std::int64_t const rows = *p.total_padded_rows;
   require(rows >= 0 && rows <= p.max_rows && rows % p.tile_m == 0,
           "total_padded_rows " + std::to_string(rows) + " not a multiple of tile_m " +
@@ -68,7 +73,7 @@ void decode_gemm(gemm::DecodeGemmParams const& dp, GemmOracle* oracle) {
           if (fp4) {
             std::uint8_t const byte = packed[wrow * (K / 2) + i / 2];
             w = fp4::dequantized((i & 1) ? byte >> 4 : byte & 0xFu,
-                                 scales[wrow * (K / fp4::kBlock) + i / fp4::kBlock]);
+                                 scales[fp4::scale_offset(layout, wrow, i / fp4::kBlock, K)]);
           } else {
             w = bf16_to_float(bw[wrow * K + i]);
           }

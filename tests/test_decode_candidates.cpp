@@ -40,7 +40,8 @@ BOOST_AUTO_TEST_CASE(knobs_in_any_order_give_one_canonical_name) {
 BOOST_AUTO_TEST_CASE(bad_specs_are_input_errors_naming_the_flag) {
   for (char const* spec :
        {"", "ks3", "cta4", "cta2+cta2", "ks2+ks4", "ks4+", "+ks4", "ks4++cta2", "deep+cta2",
-        "loads+deep", "deep+deep", "loads+cta2+ks8"}) // the last one: a name of 17 characters
+        "loads+deep", "deep+deep", "tscale+tscale", "tscale+deep", "loads+tscale",
+        "loads+cta2+ks8"}) // the last one: a name of 17 characters
     BOOST_CHECK_EXCEPTION(parse_candidate(spec, "--candidates"), InputError, names_flag);
   for (char const* list : {"ks4,ks4", "ks8+cta2,cta2+ks8", "ks4,", ",", "ks4,,ks8"})
     BOOST_CHECK_EXCEPTION(parse_candidates(list, "--candidates"), InputError, names_flag);
@@ -49,7 +50,7 @@ BOOST_AUTO_TEST_CASE(bad_specs_are_input_errors_naming_the_flag) {
 
 BOOST_AUTO_TEST_CASE(the_default_list_parses_and_every_name_fits_the_variant_column) {
   auto const all = parse_candidates(kDefaultCandidates, "--candidates");
-  BOOST_TEST(all.size() == 9u);
+  BOOST_TEST(all.size() == 11u);
   for (auto const& c : all) {
     BOOST_TEST(c.name.size() <= kMaxCandidateName, c.name);
     BOOST_TEST(c.name.rfind("sk+", 0) == 0u, c.name);
@@ -79,6 +80,29 @@ BOOST_AUTO_TEST_CASE(a_split_that_does_not_divide_the_k_steps_is_skipped_with_th
   BOOST_TEST(candidate_skip_reason(deep, WeightFormat::kFp4, 1280, 16).empty());
   BOOST_TEST(!candidate_skip_reason(deep, WeightFormat::kBf16, 1280, 16).empty());
   BOOST_TEST(!candidate_skip_reason(deep, WeightFormat::kFp4, 1280, 8).empty());
+}
+
+BOOST_AUTO_TEST_CASE(tscale_is_a_layout_of_fp4_scales_in_the_params_not_an_option) {
+  auto const t = parse_candidate("tscale+cta2", "--candidates");
+  BOOST_TEST(t.name == "sk+cta2+tscale");
+  BOOST_TEST(t.tiled_scales);
+  BOOST_TEST(t.ctas_per_sm == 2);
+  BOOST_TEST(static_cast<int>(candidate_layout(t)) == static_cast<int>(fp4::ScaleLayout::kTiled));
+  BOOST_TEST(static_cast<int>(candidate_layout(parse_candidate("cta2", "--candidates"))) ==
+             static_cast<int>(fp4::ScaleLayout::kRowMajor));
+  // Both tiles, any split; bf16 weights have no scales.
+  BOOST_TEST(candidate_skip_reason(t, WeightFormat::kFp4, 1280, 8).empty());
+  BOOST_TEST(candidate_skip_reason(t, WeightFormat::kFp4, 1280, 16).empty());
+  std::string const why = candidate_skip_reason(t, WeightFormat::kBf16, 1280, 16);
+  BOOST_TEST(why.find("fp4") != std::string::npos, why);
+  // The options of tscale alone are the base's.
+  DecodeOptions base;
+  base.split_k = 0;
+  DecodeOptions const o = candidate_options(parse_candidate("tscale", "--candidates"), base);
+  BOOST_TEST(o.split_k == 0);
+  BOOST_TEST(!o.deep);
+  BOOST_TEST(!o.loads_only);
+  BOOST_TEST(o.pdl.ctas_per_sm == base.pdl.ctas_per_sm);
 }
 
 BOOST_AUTO_TEST_CASE(candidate_options_change_only_the_knobs_they_name) {

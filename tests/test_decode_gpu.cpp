@@ -80,6 +80,15 @@ BOOST_AUTO_TEST_CASE(the_device_quantizer_writes_the_host_twins_bits) {
       BOOST_REQUIRE_EQUAL(s, h.scales[b]);
       BOOST_REQUIRE(std::memcmp(v, h.values.data() + b * 8, 8) == 0);
     }
+    // The tiled copy of the scales holds the same bytes where fp4::scale_offset puts them.
+    std::vector<std::uint8_t> tiled(h.scales.size());
+    MOEFIN_CUDA_CHECK(cudaMemcpy(tiled.data(), w.scales(fp4::ScaleLayout::kTiled), tiled.size(),
+                                 cudaMemcpyDeviceToHost));
+    std::int64_t const row_blocks = k / fp4::kBlock;
+    for (std::int64_t b = 0; b < blocks; ++b)
+      BOOST_REQUIRE_EQUAL(tiled[static_cast<std::size_t>(fp4::scale_offset(
+                              fp4::ScaleLayout::kTiled, b / row_blocks, b % row_blocks, k))],
+                          h.scales[static_cast<std::size_t>(b)]);
   }
 }
 
@@ -101,15 +110,20 @@ BOOST_AUTO_TEST_CASE(splitk_dequantizes_every_code_and_scale_byte_exactly) {
     for (std::int64_t i = 0; i < k; i += 2)
       values[static_cast<std::size_t>((j * k + i) / 2)] =
           static_cast<std::uint8_t>(code_of(j, i) | (code_of(j, i + 1) << 4));
+  std::vector<std::uint8_t> tiled(scales.size());
   for (std::int64_t j = 0; j < n; ++j)
-    for (std::int64_t b = 0; b < k / 16; ++b)
+    for (std::int64_t b = 0; b < k / 16; ++b) {
       scales[static_cast<std::size_t>(j * (k / 16) + b)] = scale_of(j, b);
+      tiled[static_cast<std::size_t>(fp4::scale_offset(fp4::ScaleLayout::kTiled, j, b, k))] =
+          scale_of(j, b);
+    }
   std::vector<float> const global{0.375f};
   std::vector<std::int32_t> const cta{0}, total{16};
   std::vector<std::int32_t> row_token(16);
   for (int r = 0; r < 16; ++r)
     row_token[static_cast<std::size_t>(r)] = r;
-  DeviceBuffer d_v(values), d_s(scales), d_g(global), d_cta(cta), d_total(total), d_rt(row_token);
+  DeviceBuffer d_v(values), d_s(scales), d_st(tiled), d_g(global), d_cta(cta), d_total(total),
+      d_rt(row_token);
   DeviceBuffer a(static_cast<std::size_t>(16 * k * 2)), c(static_cast<std::size_t>(16 * n * 2));
   gemm::DecodeGemmParams p;
   p.format = WeightFormat::kFp4;
@@ -137,8 +151,15 @@ BOOST_AUTO_TEST_CASE(splitk_dequantizes_every_code_and_scale_byte_exactly) {
     }
     MOEFIN_CUDA_CHECK(
         cudaMemcpy(a.get(), host_a.data(), host_a.size() * 2, cudaMemcpyHostToDevice));
-    for (int ks : {1, 8}) {
-      auto const out = run_on(p, gemm::Variant::kSplitK, plain(ks), c);
+    for (int run = 0; run < 4; ++run) {
+      int const ks = run % 2 ? 8 : 1;
+      bool const tiled_scales = run >= 2; // both scale layouts (fp4::ScaleLayout)
+      gemm::DecodeGemmParams q = p;
+      if (tiled_scales) {
+        q.scales = d_st.as<std::uint8_t>();
+        q.scale_layout = fp4::ScaleLayout::kTiled;
+      }
+      auto const out = run_on(q, gemm::Variant::kSplitK, plain(ks), c);
       for (int r = 0; r < 16; ++r)
         for (std::int64_t j = 0; j < n; ++j) {
           unsigned const code = code_of(j, idx[r]);
@@ -147,6 +168,7 @@ BOOST_AUTO_TEST_CASE(splitk_dequantizes_every_code_and_scale_byte_exactly) {
           std::uint16_t const got = out[static_cast<std::size_t>(r * n + j)];
           bool const same = want == 0.0f ? (got & 0x7fffu) == 0 : got == float_to_bf16(want);
           BOOST_REQUIRE_MESSAGE(same, "code " << code << " scale byte " << int(s) << " ks " << ks
+                                              << " tiled scales " << tiled_scales
                                               << ": got bf16 bits " << got);
           covered.insert({code, s});
         }
@@ -196,6 +218,18 @@ std::vector<std::uint16_t> check_layout(WeightFormat f, std::int64_t T, std::int
           two.pdl.ctas_per_sm = 2;
           BOOST_TEST(run_on(p, gemm::Variant::kSplitK, two, c) == out,
                      "two CTAs per SM, ks=" << ks << " pre=" << pre);
+        }
+        // The tiled scale layout (the tscale candidate, its own kernel) gives the same bits.
+        if (f == WeightFormat::kFp4) {
+          auto const pt = decode_bench::params(w, l, a.get(), c.get(), n, fp4::ScaleLayout::kTiled);
+          BOOST_TEST(run_on(pt, gemm::Variant::kSplitK, o, c) == out,
+                     "tiled scales, ks=" << ks << " pre=" << pre);
+          if (ks > 0) {
+            gemm::DecodeOptions two = o;
+            two.pdl.ctas_per_sm = 2;
+            BOOST_TEST(run_on(pt, gemm::Variant::kSplitK, two, c) == out,
+                       "tiled scales, two CTAs per SM, ks=" << ks << " pre=" << pre);
+          }
         }
         if (f == WeightFormat::kFp4 && tile == 16) {
           gemm::DecodeOptions deep = o;
@@ -295,13 +329,21 @@ BOOST_AUTO_TEST_CASE(splitk_skips_tiles_of_no_expert_and_is_deterministic_under_
         DeviceBuffer stamps(static_cast<std::size_t>(gemm::num_ctas(p, gemm::Variant::kSplitK)) *
                             32);
         o.pdl.stamps = stamps.as<std::int64_t>();
-        auto const out = run_on(p, gemm::Variant::kSplitK, o, c);
-        BOOST_TEST(out == ref, "trigger " << trigger_name(t) << " pdl " << pdl);
-        auto const st = stamps.download<std::int64_t>();
-        for (std::size_t i = 0; i < st.size(); i += 4) {
-          BOOST_REQUIRE(st[i] > 0 && st[i + 1] >= st[i] && st[i + 3] >= st[i + 1]);
-          BOOST_REQUIRE(st[i + 3] - st[i + 1] >= 3000); // the delay before the first write
-          BOOST_REQUIRE((st[i + 2] > 0) == (t != Trigger::kDefault && t != Trigger::kExit));
+        // fp4 twice: scales row-major, then tiled (the tscale kernel takes every knob too).
+        for (fp4::ScaleLayout sl : {fp4::ScaleLayout::kRowMajor, fp4::ScaleLayout::kTiled}) {
+          if (sl == fp4::ScaleLayout::kTiled && f != WeightFormat::kFp4)
+            continue;
+          stamps.poison();
+          auto const q = decode_bench::params(w, l, a.get(), c.get(), 256, sl);
+          auto const out = run_on(q, gemm::Variant::kSplitK, o, c);
+          BOOST_TEST(out == ref, "trigger " << trigger_name(t) << " pdl " << pdl << " scales "
+                                            << fp4::scale_layout_name(sl));
+          auto const st = stamps.download<std::int64_t>();
+          for (std::size_t i = 0; i < st.size(); i += 4) {
+            BOOST_REQUIRE(st[i] > 0 && st[i + 1] >= st[i] && st[i + 3] >= st[i + 1]);
+            BOOST_REQUIRE(st[i + 3] - st[i + 1] >= 3000); // the delay before the first write
+            BOOST_REQUIRE((st[i + 2] > 0) == (t != Trigger::kDefault && t != Trigger::kExit));
+          }
         }
       }
   }
@@ -400,8 +442,9 @@ BOOST_AUTO_TEST_CASE(fast_routing_is_bitwise_the_block_kernel_and_its_layout_the
     std::vector<float> lanes(static_cast<std::size_t>(2 * E));
     for (std::size_t i = 0; i < lanes.size(); ++i) {
       auto const x = static_cast<std::int64_t>(i) % E;
-      lanes[i] = 0.125f * static_cast<float>(x / 32) +
-                 (i < static_cast<std::size_t>(E) ? 0.0f : 0.03125f * static_cast<float>(x % 32 / 8));
+      lanes[i] =
+          0.125f * static_cast<float>(x / 32) +
+          (i < static_cast<std::size_t>(E) ? 0.0f : 0.03125f * static_cast<float>(x % 32 / 8));
     }
     // Every warp takes the sorted lists (the kernel's test, by its host twin), so the ties
     // are the sorted selection's.

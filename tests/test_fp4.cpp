@@ -4,9 +4,9 @@
 #include <boost/test/unit_test.hpp>
 
 #include "core/bf16.hpp"
-#include "core/ops/errors.hpp"
 #include "core/fp4.hpp"
 #include "core/fp8.hpp"
+#include "core/ops/errors.hpp"
 #include "core/rng.hpp"
 #include "kernels/gemm/decode.hpp"
 #include "kokkos_fixture.hpp"
@@ -15,6 +15,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string>
+#include <utility>
 #include <vector>
 
 using namespace moefin;
@@ -324,6 +326,142 @@ BOOST_AUTO_TEST_CASE(the_check_passes_the_reference_and_fails_one_wrong_element)
   }
 }
 
+BOOST_AUTO_TEST_CASE(tiled_scales_are_a_permutation_of_the_row_major_bytes_in_128_byte_tiles) {
+  // The word order the header documents: word 4 (r % 8) + r / 8 + 2 (b / 4), byte b % 4.
+  BOOST_TEST(fp4::tiled_byte(0, 0) == 0);
+  BOOST_TEST(fp4::tiled_byte(8, 0) == 4);
+  BOOST_TEST(fp4::tiled_byte(0, 4) == 8);
+  BOOST_TEST(fp4::tiled_byte(1, 0) == 16);
+  BOOST_TEST(fp4::tiled_byte(9, 7) == 31);
+  BOOST_TEST(fp4::tiled_byte(15, 7) == 127);
+  for (std::int64_t rows : {16, 48}) {
+    for (std::int64_t k : {128, 384, 1024}) {
+      std::int64_t const blocks = k / fp4::kBlock;
+      std::vector<int> seen(static_cast<std::size_t>(rows * blocks), 0);
+      for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t b = 0; b < blocks; ++b) {
+          BOOST_REQUIRE_EQUAL(fp4::scale_offset(fp4::ScaleLayout::kRowMajor, r, b, k),
+                              r * blocks + b);
+          std::int64_t const o = fp4::scale_offset(fp4::ScaleLayout::kTiled, r, b, k);
+          BOOST_REQUIRE(o >= 0);
+          BOOST_REQUIRE(o < rows * blocks);
+          ++seen[static_cast<std::size_t>(o)];
+          // Tile (r / 16, b / 8): the row bands in order, a band's tiles in k order.
+          BOOST_REQUIRE_EQUAL(o / fp4::kTileBytes, (r / 16) * (k / 128) + b / 8);
+        }
+      for (int s : seen)
+        BOOST_REQUIRE_EQUAL(s, 1);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(both_scale_layouts_stage_the_image_the_decode_gemm_lanes_read) {
+  // Emulates the copies of kernels/gemm/decode_kernels.cuh for one warp and stage (the offsets
+  // of gemm::ScaleStaging, which the kernel calls) on a map from each global byte to its
+  // (row, block), and checks the shared-memory image against what the MMA lanes read: lane
+  // (g, q) of tile m takes the two bytes at 4 (4 g + (q & 2) + h) + 2 (q & 1) for row
+  // 16 m + g + 8 h, blocks 2 q and 2 q + 1 of the stage.
+  using Staging = gemm::ScaleStaging;
+  constexpr int kImage = gemm::DecodePolicy::kM16 * fp4::kTileBytes;
+  for (std::int64_t k : {256, 1024}) {
+    std::int64_t const blocks = k / fp4::kBlock, rows = 96;
+    std::vector<std::pair<std::int64_t, std::int64_t>> rm(static_cast<std::size_t>(rows * blocks)),
+        tiled(rm.size());
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t b = 0; b < blocks; ++b) {
+        rm[static_cast<std::size_t>(fp4::scale_offset(fp4::ScaleLayout::kRowMajor, r, b, k))] = {r,
+                                                                                                 b};
+        tiled[static_cast<std::size_t>(fp4::scale_offset(fp4::ScaleLayout::kTiled, r, b, k))] = {r,
+                                                                                                 b};
+      }
+    for (std::int64_t row0 : {0, 32, 64})
+      for (std::int64_t k0 = 0; k0 < k; k0 += 128)
+        for (int stage = 0; stage * 128 + k0 < k; ++stage) {
+          BOOST_TEST_CONTEXT("k " << k << " row0 " << row0 << " k0 " << k0 << " stage " << stage) {
+            std::vector<std::pair<std::int64_t, std::int64_t>> want(kImage), got_rm(kImage),
+                got_tiled(kImage);
+            for (int m = 0; m < gemm::DecodePolicy::kM16; ++m)
+              for (int lane = 0; lane < 32; ++lane)
+                for (int h = 0; h < 2; ++h)
+                  for (int j = 0; j < 2; ++j) {
+                    int const g = lane >> 2, q = lane & 3;
+                    int const at = m * 128 + 4 * (4 * g + (q & 2) + h) + 2 * (q & 1) + j;
+                    want[static_cast<std::size_t>(at)] = {row0 + 16 * m + g + 8 * h,
+                                                          k0 / 16 + 8 * stage + 2 * q + j};
+                  }
+            // Row-major: per lane and tile 4 bytes to word 32 m + lane, the tiles k bytes apart.
+            for (int m = 0; m < gemm::DecodePolicy::kM16; ++m)
+              for (int lane = 0; lane < 32; ++lane) {
+                int const g = lane >> 2, q = lane & 3;
+                std::int64_t const src =
+                    Staging::rowmajor_src(row0 + g, static_cast<int>(k0), k, q) + m * k +
+                    stage * Staging::stage_advance(fp4::ScaleLayout::kRowMajor);
+                // The formula is fp4::scale_offset's.
+                BOOST_REQUIRE_EQUAL(src - stage * 8,
+                                    fp4::scale_offset(fp4::ScaleLayout::kRowMajor,
+                                                      row0 + 16 * m + g + 8 * (q & 1),
+                                                      k0 / 16 + 4 * (q >> 1), k));
+                for (int j = 0; j < 4; ++j)
+                  got_rm[static_cast<std::size_t>(m * 128 + 4 * lane + j)] =
+                      rm[static_cast<std::size_t>(src + j)];
+              }
+            // Tiled: lanes 0..15, 16 contiguous bytes each to chunk `lane`.
+            for (int lane = 0; lane < Staging::kTiledLanes; ++lane) {
+              std::int64_t const src = Staging::tiled_src(row0, static_cast<int>(k0), k, lane) +
+                                       stage * Staging::stage_advance(fp4::ScaleLayout::kTiled);
+              BOOST_REQUIRE_EQUAL(src % 16, 0); // cp.async of 16 bytes: aligned source
+              for (int j = 0; j < 16; ++j)
+                got_tiled[static_cast<std::size_t>(16 * lane + j)] =
+                    tiled[static_cast<std::size_t>(src + j)];
+            }
+            BOOST_TEST((got_rm == want));
+            BOOST_TEST((got_tiled == want));
+          }
+        }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(the_reference_reads_tiled_scales_to_the_same_bits) {
+  Tiny t;
+  t.n = 48; // three 16-row bands
+  t.k = 256;
+  t.wq.resize(static_cast<std::size_t>(t.n * t.k / 2));
+  t.sq.resize(static_cast<std::size_t>(t.n * t.k / 16));
+  t.a.resize(static_cast<std::size_t>(t.rows * t.k));
+  Rng rng(5);
+  for (auto& x : t.a)
+    x = float_to_bf16(static_cast<float>(rng.uniform(-1, 1)));
+  for (auto& x : t.wq)
+    x = static_cast<std::uint8_t>(rng.below(256));
+  for (auto& x : t.sq)
+    x = static_cast<std::uint8_t>(rng.below(0x7F));
+  t.c.assign(static_cast<std::size_t>(t.rows * t.n), kBf16Poison);
+  reference::GemmOracle o_rm, o_tiled;
+  reference::decode_gemm(t.params(gemm::WeightFormat::kFp4), &o_rm);
+  std::vector<std::uint16_t> const c_rm = t.c;
+  std::vector<std::uint8_t> tiled(t.sq.size());
+  for (std::int64_t r = 0; r < t.n; ++r)
+    for (std::int64_t b = 0; b < t.k / 16; ++b)
+      tiled[static_cast<std::size_t>(fp4::scale_offset(fp4::ScaleLayout::kTiled, r, b, t.k))] =
+          t.sq[static_cast<std::size_t>(r * (t.k / 16) + b)];
+  BOOST_TEST((tiled != t.sq)); // a real permutation
+  auto p = t.params(gemm::WeightFormat::kFp4);
+  p.scales = tiled.data();
+  p.scale_layout = fp4::ScaleLayout::kTiled;
+  t.c.assign(t.c.size(), kBf16Poison);
+  reference::decode_gemm(p, &o_tiled);
+  BOOST_TEST((t.c == c_rm));
+  BOOST_TEST(std::memcmp(o_rm.exact.data(), o_tiled.exact.data(), o_rm.exact.size() * 8) == 0);
+  // The row-major reading of the tiled bytes is another GEMM.
+  p.scale_layout = fp4::ScaleLayout::kRowMajor;
+  reference::decode_gemm(p);
+  BOOST_TEST((t.c != c_rm));
+  // Tiled needs k a multiple of 128 and n of 16.
+  p.scale_layout = fp4::ScaleLayout::kTiled;
+  p.gemm.n = p.gemm.ldc = 40;
+  BOOST_CHECK_THROW(reference::decode_gemm(p), InputError);
+}
+
 BOOST_AUTO_TEST_CASE(the_reference_rejects_bad_params_naming_the_field) {
   Tiny t;
   auto p = t.params(gemm::WeightFormat::kFp4);
@@ -379,4 +517,39 @@ BOOST_AUTO_TEST_CASE(grid_ctas_is_a_split_k_option_and_never_negative) {
   gemm::validate(p, gemm::Variant::kSplitK, o);
   o.grid_ctas = -1;
   BOOST_CHECK_THROW(gemm::validate(p, gemm::Variant::kSplitK, o), InputError);
+}
+
+BOOST_AUTO_TEST_CASE(tiled_scales_are_read_by_the_split_k_fp4_kernel_only_from_aligned_memory) {
+  Tiny t;
+  alignas(16) static std::uint8_t aligned[32 * 128 / 16 + 16];
+  gemm::DecodeGemmParams p = t.params(gemm::WeightFormat::kFp4);
+  p.scales = aligned;
+  p.scale_layout = fp4::ScaleLayout::kTiled;
+  gemm::DecodeOptions o;
+  gemm::validate(p, gemm::Variant::kSplitK, o);
+  auto rejects = [](gemm::DecodeGemmParams const& q, gemm::Variant v,
+                    gemm::DecodeOptions const& opt, char const* says) {
+    try {
+      gemm::validate(q, v, opt);
+    } catch (InputError const& e) {
+      BOOST_TEST(std::string(e.what()).find(says) != std::string::npos, e.what());
+      return;
+    }
+    BOOST_ERROR("accepted: " << says);
+  };
+  gemm::DecodeGemmParams q = p;
+  q.scales = aligned + 4;
+  rejects(q, gemm::Variant::kSplitK, o, "aligned to 16 bytes");
+  o.deep = true;
+  rejects(p, gemm::Variant::kSplitK, o, "without deep");
+  o.deep = false;
+  o.loads_only = true;
+  rejects(p, gemm::Variant::kSplitK, o, "loads_only");
+  o.loads_only = false;
+  q = t.params(gemm::WeightFormat::kBf16);
+  q.scale_layout = fp4::ScaleLayout::kTiled;
+  rejects(q, gemm::Variant::kSplitK, o, "fp4 weights only");
+  q = p;
+  q.scale_layout = static_cast<fp4::ScaleLayout>(7);
+  rejects(q, gemm::Variant::kSplitK, o, "unknown scale layout");
 }

@@ -3,6 +3,7 @@
 // weight format. Shared by the CUDA kernel and the Kokkos reference (reference/decode_gemm.hpp).
 // Header-only, no CUDA.
 
+#include "core/fp4.hpp"
 #include "core/ops/gemm_params.hpp"
 
 #include <cstdint>
@@ -14,8 +15,9 @@ namespace moefin::gemm {
 enum class WeightFormat : std::int32_t {
   kBf16 = 0, // `gemm.b`: bf16 [experts][n][k]
   kFp4 = 1,  // laid out like NVFP4 (core/fp4.hpp): `gemm.b` packed e2m1 [experts][n][k / 2]
-             // bytes (the lower k in the low nibble), `scales` e4m3 [experts][n][k / 16],
-             // `global_scale` fp32 [experts]; w = e2m1 * e4m3 * global
+             // bytes (the lower k in the low nibble), `scales` e4m3 [experts][n][k / 16]
+             // (stored as `scale_layout` says), `global_scale` fp32 [experts];
+             // w = e2m1 * e4m3 * global
 };
 
 inline char const* weight_format_name(WeightFormat f) {
@@ -37,6 +39,9 @@ struct DecodeGemmParams {
   WeightFormat format = WeightFormat::kBf16;
   std::uint8_t const* scales = nullptr; // kFp4 only
   float const* global_scale = nullptr;  // kFp4 only
+  // kFp4 only: how `scales` is stored (core/fp4.hpp). kTiled is read by the split-K decode GEMM
+  // with 16-byte copies (DecodeOptions: the `tscale` candidate of decode_candidates.hpp).
+  fp4::ScaleLayout scale_layout = fp4::ScaleLayout::kRowMajor;
 };
 
 /// Bytes of one expert's weights as stored (values and, for kFp4, the scales): what a GEMM that

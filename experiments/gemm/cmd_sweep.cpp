@@ -17,15 +17,15 @@
 #include "core/chain/presets.hpp"
 #include "core/chain/shape.hpp"
 #include "core/cli.hpp"
-#include "core/ops/errors.hpp"
 #include "core/h5store.hpp"
+#include "core/ops/errors.hpp"
 #include "core/rng.hpp"
 #include "core/stats.hpp"
 #include "experiments/chain/run.hpp"
 #include "experiments/commands.hpp"
-#include "experiments/results/gemm_tables.hpp"
 #include "experiments/harness/progress.hpp"
 #include "experiments/harness/run_limit.hpp"
+#include "experiments/results/gemm_tables.hpp"
 #include "kernels/gemm/decode.hpp"
 #include "kernels/gemm/decode_candidates.hpp"
 
@@ -126,7 +126,8 @@ int sweep_gemm(cli::Args const& args) {
       "candidates", po::value<std::string>()->default_value("none"),
       "splitk launch policies timed beside the variants: comma-separated '+'-joined knobs ks1, "
       "ks2, ks4, ks8 (forced split), cta2 (two CTAs per SM), deep (fp4: twice the stages in "
-      "flight per warp), loads (no math, isolated only), "
+      "flight per warp), tscale (fp4 scales in 16 x 128 tiles, 16-byte copies), loads (no "
+      "math, isolated only), "
       "e.g. ks4,cta2+ks8; 'default' for kernels/gemm/decode_candidates.hpp's list; 'none'")(
       "read-floor", po::bool_switch(),
       "also time a plain streaming read of each launch's bytes (variant read, isolated): the "
@@ -392,8 +393,9 @@ int sweep_gemm(cli::Args const& args) {
       };
       auto params_of = [&](Config const& c, decode_bench::RoutedLayout const& l) {
         auto const& w = weights_of(c);
-        return decode_bench::params(w, l, a_dev[c.gemm.which].get(), c_dev[c.gemm.which].get(),
-                                    c.gemm.n(shape));
+        return decode_bench::params(
+            w, l, a_dev[c.gemm.which].get(), c_dev[c.gemm.which].get(), c.gemm.n(shape),
+            c.candidate ? gemm::candidate_layout(c.cand) : fp4::ScaleLayout::kRowMajor);
       };
 
       // Checks first: each (GEMM, weights, variant) on the first routing.

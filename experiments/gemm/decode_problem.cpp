@@ -2,8 +2,8 @@
 
 #include "core/bf16.hpp"
 #include "core/chain/shape.hpp"
-#include "core/ops/errors.hpp"
 #include "core/fp4.hpp"
+#include "core/ops/errors.hpp"
 #include "core/rng.hpp"
 #include "experiments/routing/arrays.hpp"
 #include "kernels/gemm/gemm.hpp"
@@ -25,12 +25,27 @@ ExpertWeights::ExpertWeights(gemm::WeightFormat f, std::int64_t experts, std::in
     global_ = dev::Buffer(static_cast<std::size_t>(experts) * 4);
     gemm::fill_fp4(values_.get(), scales_.get(), global_.get<float>(), experts, n, k, seed, scale,
                    nullptr);
+    if (n % fp4::kTileRows == 0 && k % fp4::kTileK == 0) {
+      scales_tiled_ = dev::Buffer(count / fp4::kBlock);
+      gemm::fill_fp4(nullptr, scales_tiled_.get(), global_.get<float>(), experts, n, k, seed, scale,
+                     nullptr, fp4::ScaleLayout::kTiled);
+    }
   } else {
     values_ = dev::Buffer(count * 2);
     gemm::fill_random_bf16(values_.get(), static_cast<std::int64_t>(count), seed, 0.05f, 1.0f,
                            scale, nullptr);
   }
   MOEFIN_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+std::uint8_t const* ExpertWeights::scales(fp4::ScaleLayout l) const {
+  if (l != fp4::ScaleLayout::kTiled)
+    return scales_.get<std::uint8_t>();
+  if (scales_tiled_.bytes() == 0)
+    throw InputError("decode weights: no tiled scales for " +
+                     std::string(gemm::weight_format_name(format_)) + " n " + std::to_string(n_) +
+                     ", k " + std::to_string(k_) + " (fp4 with n a multiple of 16, k of 128)");
+  return scales_tiled_.get<std::uint8_t>();
 }
 
 HostWeights ExpertWeights::download(std::vector<std::int32_t> const& experts) const {
@@ -106,7 +121,7 @@ std::vector<std::uint16_t> random_activations(RoutedLayout const& l, std::int64_
 }
 
 gemm::DecodeGemmParams params(ExpertWeights const& w, RoutedLayout const& l, void const* a, void* c,
-                              std::int64_t ldc) {
+                              std::int64_t ldc, fp4::ScaleLayout scales) {
   gemm::DecodeGemmParams p;
   p.format = w.format();
   p.gemm.a = a;
@@ -122,8 +137,9 @@ gemm::DecodeGemmParams params(ExpertWeights const& w, RoutedLayout const& l, voi
   p.gemm.tile_m = l.tile;
   p.gemm.num_local_experts = w.experts();
   if (w.format() == gemm::WeightFormat::kFp4) {
-    p.scales = w.scales();
+    p.scales = w.scales(scales);
     p.global_scale = w.global();
+    p.scale_layout = scales;
   }
   return p;
 }

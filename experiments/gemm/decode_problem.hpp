@@ -22,7 +22,8 @@ struct HostWeights {
 
 /// One GEMM's weights for every expert, [experts][n][k], on the device: bf16 uniform in
 /// +-[0.05, 1] / sqrt(k) (gemm::fill_random_bf16, as the chain's), or fp4 from the seeded
-/// quantizer of core/fp4.hpp with source weights bounded by 1 / sqrt(k).
+/// quantizer of core/fp4.hpp with source weights bounded by 1 / sqrt(k), its scales in both
+/// layouts (fp4::ScaleLayout; the tiled copy where n and k allow it).
 class ExpertWeights {
 public:
   ExpertWeights(gemm::WeightFormat f, std::int64_t experts, std::int64_t n, std::int64_t k,
@@ -33,7 +34,8 @@ public:
   std::int64_t k() const { return k_; }
   std::uint64_t seed() const { return seed_; }
   void const* values() const { return values_.get(); }
-  std::uint8_t const* scales() const { return scales_.get<std::uint8_t>(); }
+  /// The scales in layout l; throws InputError for kTiled where n or k do not allow it.
+  std::uint8_t const* scales(fp4::ScaleLayout l = fp4::ScaleLayout::kRowMajor) const;
   float const* global() const { return global_.get<float>(); }
   /// Bytes of one expert as stored (values and scales): what a GEMM reads per active expert.
   std::int64_t bytes_per_expert() const { return gemm::expert_weight_bytes(format_, n_, k_); }
@@ -44,7 +46,7 @@ private:
   gemm::WeightFormat format_;
   std::int64_t experts_, n_, k_;
   std::uint64_t seed_;
-  dev::Buffer values_, scales_, global_;
+  dev::Buffer values_, scales_, scales_tiled_, global_;
 };
 
 /// The layout of one routing (reference routing of chain::router_scores(seed)) with tile `tile`,
@@ -66,9 +68,10 @@ std::vector<std::uint16_t> random_activations(RoutedLayout const& l, std::int64_
                                               std::uint64_t seed);
 
 /// Params of the GEMM of `w` over layout `l`: a [max_rows][k] and c [max_rows][ldc] device
-/// pointers, padding rows skipped (row_token).
+/// pointers, padding rows skipped (row_token); fp4 scales read in layout `scales`.
 gemm::DecodeGemmParams params(ExpertWeights const& w, RoutedLayout const& l, void const* a, void* c,
-                              std::int64_t ldc);
+                              std::int64_t ldc,
+                              fp4::ScaleLayout scales = fp4::ScaleLayout::kRowMajor);
 
 /// The oracle of that GEMM from host copies of the activations and of the active experts only.
 reference::GemmOracle oracle(ExpertWeights const& w, RoutedLayout const& l,

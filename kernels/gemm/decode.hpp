@@ -61,7 +61,8 @@ struct DecodeOptions {
 /// (and bf16 weights); for kSplitK n a multiple of 32, k of step_k (32 bf16, 128 fp4), tile_m 8
 /// or 16, max_rows a multiple of tile_m, ldc >= n, pointers set (scales and global_scale for
 /// fp4), a forced split_k that divides the k steps, grid_ctas in 0..num_ctas (kTiled: 0), deep
-/// only for fp4 at tile 16 with math and one CTA per SM.
+/// only for fp4 at tile 16 with math and one CTA per SM; scale layout kTiled only for fp4 with
+/// kSplitK, without deep or loads_only, scales aligned to 16 bytes.
 void validate(DecodeGemmParams const& p, Variant v, DecodeOptions const& o = {});
 
 /// CTAs of the launch: one resident wave of `ctas_per_sm` (0: the variant's policy) per SM.
@@ -85,8 +86,11 @@ void run_decode(DecodeGemmParams const& p, Variant v, DecodeOptions const& o, St
 
 /// Fills 4-bit weights of `experts` matrices [n][k] on the device: the seeded quantizer of
 /// core/fp4.hpp (the same bits as fp4::quantize_block on the host) with source weights bounded
-/// by `scale`, values [experts][n][k/2], scales [experts][n][k/16], global [experts].
+/// by `scale`, values [experts][n][k/2] (unless null: then only the scales and the global
+/// scales), scales [experts][n][k/16] stored as `layout` says (kTiled: n a multiple of 16, k
+/// of 128), global [experts].
 void fill_fp4(void* values, void* scales, float* global, std::int64_t experts, std::int64_t n,
-              std::int64_t k, std::uint64_t seed, float scale, Stream stream);
+              std::int64_t k, std::uint64_t seed, float scale, Stream stream,
+              fp4::ScaleLayout layout = fp4::ScaleLayout::kRowMajor);
 
 } // namespace moefin::gemm

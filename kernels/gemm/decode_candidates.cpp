@@ -14,7 +14,7 @@ namespace {
 
 [[noreturn]] void reject(std::string const& flag, std::string const& spec, std::string const& why) {
   throw InputError(flag + ": candidate '" + spec + "' " + why +
-                   " (knobs: ks1, ks2, ks4, ks8, cta2, deep, loads, joined by '+')");
+                   " (knobs: ks1, ks2, ks4, ks8, cta2, deep, loads, tscale, joined by '+')");
 }
 
 } // namespace
@@ -29,8 +29,11 @@ DecodeCandidate parse_candidate(std::string const& spec, std::string const& flag
   std::stringstream ss(spec);
   std::string knob;
   while (std::getline(ss, knob, '+')) {
-    if (knob == "loads" || knob == "cta2" || knob == "deep") {
-      bool& on = knob == "loads" ? c.loads_only : knob == "cta2" ? cta2 : c.deep;
+    if (knob == "loads" || knob == "cta2" || knob == "deep" || knob == "tscale") {
+      bool& on = knob == "loads"  ? c.loads_only
+                 : knob == "cta2" ? cta2
+                 : knob == "deep" ? c.deep
+                                  : c.tiled_scales;
       if (on)
         reject(flag, spec, "repeats " + knob);
       on = true;
@@ -44,6 +47,10 @@ DecodeCandidate parse_candidate(std::string const& spec, std::string const& flag
   }
   if (c.deep && (cta2 || c.loads_only))
     reject(flag, spec, "combines deep (one CTA per SM, with math) with cta2 or loads");
+  if (c.tiled_scales && (c.deep || c.loads_only))
+    reject(flag, spec,
+           "combines tscale (built for the default pipeline, with math) with deep or "
+           "loads");
   c.ctas_per_sm = cta2 ? 2 : 0;
   c.name = "sk";
   if (c.loads_only)
@@ -52,6 +59,8 @@ DecodeCandidate parse_candidate(std::string const& spec, std::string const& flag
     c.name += "+cta2";
   if (c.deep)
     c.name += "+deep";
+  if (c.tiled_scales)
+    c.name += "+tscale";
   if (c.split_k != 0)
     c.name += "+ks" + std::to_string(c.split_k);
   if (c.name.size() > kMaxCandidateName)
@@ -85,6 +94,9 @@ std::string candidate_skip_reason(DecodeCandidate const& c, WeightFormat f, std:
   if (c.deep && (f != WeightFormat::kFp4 || tile_m != 16))
     return std::string("deep is built for fp4 weights at tile_m 16, not ") + weight_format_name(f) +
            " at tile_m " + std::to_string(tile_m);
+  if (c.tiled_scales && f != WeightFormat::kFp4)
+    return std::string("tscale is a layout of fp4 scales, not of ") + weight_format_name(f) +
+           " weights";
   std::int64_t const steps = k / DecodePolicy::step_k(f);
   if (c.split_k != 0 && steps % c.split_k != 0)
     return "ks" + std::to_string(c.split_k) + " does not divide the " + std::to_string(steps) +

@@ -10,6 +10,10 @@
 //                       in flight per warp with the same 8 warps (DecodeOptions::deep; one CTA
 //                       per SM, so not with cta2 or loads)
 //   loads               the loads-only diagnostic (DecodeOptions::loads_only, tile 16, isolated)
+//   tscale              fp4 scales stored in 16 x 128 tiles (fp4::ScaleLayout::kTiled), staged
+//                       with 16-byte copies: 2 x 128 contiguous bytes per warp and stage instead
+//                       of 64 4-byte copies from 32 rows (a data layout, set in the params:
+//                       candidate_layout; not with deep or loads)
 // The chain (core/ops/layer_plan.hpp) keeps the current policy. Host-only, no CUDA.
 
 #include "kernels/gemm/decode.hpp"
@@ -21,12 +25,13 @@
 namespace moefin::gemm {
 
 struct DecodeCandidate {
-  std::string name;    // "sk+" and the knobs in canonical order (loads, cta2, ks): the variant
-                       // column of /gemm_sweep and /gemm_check
+  std::string name; // "sk+" and the knobs in canonical order (loads, cta2, deep, tscale, ks): the
+                    // variant column of /gemm_sweep and /gemm_check
   int split_k = 0;     // 0: plan_split's choice
   int ctas_per_sm = 0; // 0: the sweep's --ctas-per-sm
   bool loads_only = false;
   bool deep = false;
+  bool tiled_scales = false;
 };
 
 /// The longest candidate name (the variant columns of the sweep's tables hold 15 characters).
@@ -47,11 +52,15 @@ std::string candidate_skip_reason(DecodeCandidate const& c, WeightFormat f, std:
 
 /// The options of a candidate launch over `base` (the sweep's mode and carveout).
 DecodeOptions candidate_options(DecodeCandidate const& c, DecodeOptions base);
+/// The fp4 scale layout a candidate's weights are stored in (DecodeGemmParams::scale_layout).
+inline fp4::ScaleLayout candidate_layout(DecodeCandidate const& c) {
+  return c.tiled_scales ? fp4::ScaleLayout::kTiled : fp4::ScaleLayout::kRowMajor;
+}
 
 /// The candidates of scripts/gpu/gemm_bw.sh: every split, two CTAs per SM with the plan's split
-/// and with the two deepest splits, the deep fp4 pipeline, and the loads-only diagnostic with
-/// two CTAs per SM.
+/// and with the two deepest splits, the deep fp4 pipeline, the tiled fp4 scales alone and with
+/// two CTAs per SM, and the loads-only diagnostic with two CTAs per SM.
 inline constexpr char const* kDefaultCandidates =
-    "ks1,ks2,ks4,ks8,cta2,cta2+ks4,cta2+ks8,deep,loads+cta2";
+    "ks1,ks2,ks4,ks8,cta2,cta2+ks4,cta2+ks8,deep,tscale,cta2+tscale,loads+cta2";
 
 } // namespace moefin::gemm

@@ -5,6 +5,7 @@
 #include "kernels/gemm/gemm.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 
 namespace moefin::gemm {
@@ -18,6 +19,15 @@ namespace {
 } // namespace
 
 void validate(DecodeGemmParams const& p, Variant v, DecodeOptions const& o) {
+  if (p.scale_layout != fp4::ScaleLayout::kRowMajor) {
+    if (p.scale_layout != fp4::ScaleLayout::kTiled)
+      reject("unknown scale layout " + std::to_string(static_cast<int>(p.scale_layout)));
+    if (p.format != WeightFormat::kFp4 || v != Variant::kSplitK || o.deep || o.loads_only)
+      reject("scale layout tiled is read by variant splitk with fp4 weights only, without deep "
+             "or loads_only");
+    if (reinterpret_cast<std::uintptr_t>(p.scales) % 16 != 0)
+      reject("scale layout tiled needs scales aligned to 16 bytes (16-byte copies)");
+  }
   if (v == Variant::kTiled) {
     if (p.format != WeightFormat::kBf16)
       reject(std::string("variant tiled reads bf16 weights only, not ") +
@@ -99,7 +109,10 @@ void run_decode(DecodeGemmParams const& p, Variant v, DecodeOptions const& o, St
     launch_kernel(kernel, grid, dim3(DecodePolicy::kThreads), smem, stream, o.pdl.pdl, p, args, k);
   };
   bool const fp4 = p.format == WeightFormat::kFp4;
-  if (o.deep)
+  if (p.scale_layout == fp4::ScaleLayout::kTiled)
+    p.gemm.tile_m == 8 ? launch(decode_gemm_tscale_kernel<1>)
+                       : launch(decode_gemm_tscale_kernel<2>);
+  else if (o.deep)
     launch(decode_gemm_deep_kernel);
   else if (o.loads_only)
     fp4 ? launch(decode_gemm_kernel<WeightFormat::kFp4, 2, false>)
@@ -113,15 +126,22 @@ void run_decode(DecodeGemmParams const& p, Variant v, DecodeOptions const& o, St
 }
 
 void fill_fp4(void* values, void* scales, float* global, std::int64_t experts, std::int64_t n,
-              std::int64_t k, std::uint64_t seed, float scale, Stream stream) {
+              std::int64_t k, std::uint64_t seed, float scale, Stream stream,
+              fp4::ScaleLayout layout) {
   ranges::check_multiple("fill_fp4 k", k, fp4::kBlock);
+  if (layout == fp4::ScaleLayout::kTiled) {
+    ranges::check_multiple("fill_fp4 k (tiled scales)", k, fp4::kTileK);
+    ranges::check_multiple("fill_fp4 n (tiled scales)", n, fp4::kTileRows);
+  } else if (layout != fp4::ScaleLayout::kRowMajor) {
+    throw InputError("fill_fp4: unknown scale layout " + std::to_string(static_cast<int>(layout)));
+  }
   std::int64_t const blocks = experts * n * (k / fp4::kBlock);
   if (blocks <= 0)
     return;
   std::int64_t const ctas = std::min<std::int64_t>((blocks + 255) / 256, 132 * 16);
   fill_fp4_kernel<<<static_cast<unsigned>(ctas), 256, 0, stream>>>(
       static_cast<std::uint8_t*>(values), static_cast<std::uint8_t*>(scales), global, experts,
-      blocks, seed, scale);
+      blocks, k, layout, seed, scale);
   MOEFIN_CUDA_CHECK_LAUNCH();
 }
 

@@ -67,8 +67,9 @@ namespace decode {
 /// The kernel body: kNT n8 token tiles per row tile (tile_m = 8 kNT), kS pipeline stages per
 /// warp. See decode.hpp for the work division and the top of this file for the operand layout.
 /// kMath false is the diagnostic that makes every load and store but no dequantization or MMA
-/// (DecodeOptions::loads_only).
-template <WeightFormat kF, int kNT, bool kMath, int kS>
+/// (DecodeOptions::loads_only). kScales: where fp4 scales are read from (ScaleStaging).
+template <WeightFormat kF, int kNT, bool kMath, int kS,
+          fp4::ScaleLayout kScales = fp4::ScaleLayout::kRowMajor>
 __device__ __forceinline__ void gemm_body(DecodeGemmParams const& p, DecodeLaunch launch,
                                           PdlDevice const& k) {
   int const forced_ks = launch.forced_ks;
@@ -141,7 +142,7 @@ __device__ __forceinline__ void gemm_body(DecodeGemmParams const& p, DecodeLaunc
   int iss_u = cta, iss_l = 0, iss_step = 0, iss_stage = 0;
   std::uint8_t const* wsrc = values; // row g of the first m16 tile, at this k slice
   bool won = false;
-  std::uint8_t const* ssrc = p.scales; // fp4: scale row g + 8 (q & 1) of the first m16 tile
+  std::uint8_t const* ssrc = p.scales; // fp4: this lane's scale copy of stage 0 (ScaleStaging)
   std::int32_t meta = -1;              // (expert << 8) | token-row bits, or -1: no expert
   std::int32_t nx_e = -1;
   std::int32_t nx_rt[kNT];
@@ -158,8 +159,11 @@ __device__ __forceinline__ void gemm_body(DecodeGemmParams const& p, DecodeLaunc
     std::int64_t const row = static_cast<std::int64_t>(won ? nx_e : 0) * n + rowbase + g;
     int const k0 = kslice * kslice_len;
     wsrc = values + row * row_bytes + k0 / 2 * kValueBytesPerK2 + 16 * q;
-    if constexpr (kFp4)
-      ssrc = p.scales + (row + 8 * (q & 1)) * (p.gemm.k / 16) + k0 / 16 + 4 * (q >> 1);
+    if constexpr (kFp4) {
+      ssrc = p.scales + (kScales == fp4::ScaleLayout::kTiled
+                             ? ScaleStaging::tiled_src(row - g, k0, p.gemm.k, lane)
+                             : ScaleStaging::rowmajor_src(row, k0, p.gemm.k, q));
+    }
     int bits = 0;
 #pragma unroll
     for (int nt = 0; nt < kNT; ++nt)
@@ -179,12 +183,18 @@ __device__ __forceinline__ void gemm_body(DecodeGemmParams const& p, DecodeLaunc
         for (int h = 0; h < 2; ++h)
           cp_async16_hint(st + (2 * m + h) * 32 + lane, wsrc + (16 * m + 8 * h) * row_bytes + koff,
                           won, policy);
-      if constexpr (kFp4) {
+      if constexpr (kFp4 && kScales == fp4::ScaleLayout::kTiled) {
+        if (lane < ScaleStaging::kTiledLanes)
+          cp_async16_hint(st + 4 * 32 + lane,
+                          ssrc + iss_step * ScaleStaging::stage_advance(kScales), won, policy);
+      } else if constexpr (kFp4) {
         auto* const sst = reinterpret_cast<std::uint32_t*>(st + 4 * 32);
 #pragma unroll
         for (int m = 0; m < kM; ++m)
           cp_async4_hint(sst + m * 32 + lane,
-                         ssrc + 16 * m * (p.gemm.k / 16) + iss_step * (kStep / 16), won, policy);
+                         ssrc + 16 * m * (p.gemm.k / 16) +
+                             iss_step * ScaleStaging::stage_advance(kScales),
+                         won, policy);
       }
       ring[iss_stage * 32] = meta;
       ++iss_l;
@@ -452,18 +462,32 @@ __global__ void __launch_bounds__(DecodePolicy::kThreads, 1)
   decode::gemm_body<WeightFormat::kFp4, 2, true, DecodePolicy::kDeepStages>(p, launch, k);
 }
 
-/// One 16-weight block per thread step: the seeded quantizer of core/fp4.hpp.
+/// DecodeGemmParams::scale_layout kTiled (the `tscale` candidate): fp4 at tile 8 (kNT 1) or 16,
+/// with math, the default depth. Its own name, so that the chain's kernels keep theirs.
+template <int kNT>
+__global__ void __launch_bounds__(DecodePolicy::kThreads, 2)
+    decode_gemm_tscale_kernel(DecodeGemmParams p, DecodeLaunch launch, PdlDevice k) {
+  decode::gemm_body<WeightFormat::kFp4, kNT, true, DecodePolicy::stages(WeightFormat::kFp4),
+                    fp4::ScaleLayout::kTiled>(p, launch, k);
+}
+
+/// One 16-weight block per thread step: the seeded quantizer of core/fp4.hpp. Scales go where
+/// `layout` puts them in [experts * n][k]; values may be null (scales only).
 __global__ void fill_fp4_kernel(std::uint8_t* values, std::uint8_t* scales, float* global,
-                                std::int64_t experts, std::int64_t blocks, std::uint64_t seed,
-                                float scale) {
+                                std::int64_t experts, std::int64_t blocks, std::int64_t k,
+                                fp4::ScaleLayout layout, std::uint64_t seed, float scale) {
   float const gs = fp4::global_scale(scale);
   std::int64_t const stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   std::int64_t const first = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   for (std::int64_t e = first; e < experts; e += stride)
     global[e] = gs;
+  std::int64_t const row_blocks = k / fp4::kBlock;
   for (std::int64_t b = first; b < blocks; b += stride) {
     std::uint8_t v[fp4::kBlock / 2];
-    fp4::quantize_block(seed, static_cast<std::uint64_t>(b), scale, gs, v, scales + b);
+    fp4::quantize_block(seed, static_cast<std::uint64_t>(b), scale, gs, v,
+                        scales + fp4::scale_offset(layout, b / row_blocks, b % row_blocks, k));
+    if (values == nullptr)
+      continue;
     uint2 packed;
     packed.x = v[0] | (v[1] << 8) | (v[2] << 16) | (static_cast<std::uint32_t>(v[3]) << 24);
     packed.y = v[4] | (v[5] << 8) | (v[6] << 16) | (static_cast<std::uint32_t>(v[7]) << 24);

@@ -4,6 +4,7 @@
 // tile count routing wrote (every CTA gets the same answer); the host runs the same function to
 // record and test the choice. Host-visible, no CUDA headers.
 
+#include "core/fp4.hpp"
 #include "core/ops/decode_gemm_params.hpp"
 #include "core/router_scores.hpp" // MOEFIN_HD
 
@@ -43,6 +44,34 @@ struct DecodePolicy {
     return static_cast<std::size_t>(kWarps) *
            (static_cast<std::size_t>(depth > 0 ? depth : stages(f)) * (stage_bytes(f) + 128) +
             32u * static_cast<std::size_t>(kM16 * token_tiles(tile_m) * 4) * 4u);
+  }
+};
+
+/// Where the fp4 scales of one warp's pipeline stage come from: DecodePolicy::kM16 tiles of 16
+/// rows x 128 k, 128 bytes each, copied into the stage's shared memory in the order of
+/// fp4::tiled_byte whatever the layout in global memory (the GEMM's lane (g, q) then reads word
+/// 4 g + (q & 2) + h of tile m: rows 16 m + g + 8 h, blocks 2 q and 2 q + 1 in its halves).
+/// `row0` is the unit's first weight row over [experts][n] (expert * n + its row base, a
+/// multiple of 32), `k0` the first k of the warp's k slice (a multiple of 128); stage s of the
+/// slice reads `stage_advance` * s bytes further.
+struct ScaleStaging {
+  /// kRowMajor: every lane (g, q) copies 4 bytes of each tile m (its word 32 m + lane): row
+  /// 16 m + g + 8 (q & 1), blocks 4 (q >> 1) .. 4 (q >> 1) + 3 of the stage; `row_g` is the
+  /// lane's row row0 + g, tile m lies m k bytes further. (fp4::scale_offset's row-major formula,
+  /// written as the kernel always had it: the default kernels' code stays the same.)
+  MOEFIN_HD static std::int64_t rowmajor_src(std::int64_t row_g, int k0, std::int64_t k, int q) {
+    return (row_g + 8 * (q & 1)) * (k / fp4::kBlock) + k0 / fp4::kBlock + 4 * (q >> 1);
+  }
+  /// kTiled: lanes 0 .. kTiledLanes - 1 copy 16 contiguous bytes each, chunk lane % 8 of tile
+  /// lane / 8, into the stage's 16-byte chunk `lane`.
+  static constexpr int kTiledLanes = DecodePolicy::kM16 * fp4::kTileBytes / 16;
+  MOEFIN_HD static std::int64_t tiled_src(std::int64_t row0, int k0, std::int64_t k, int lane) {
+    return fp4::scale_offset(fp4::ScaleLayout::kTiled, row0 + fp4::kTileRows * (lane >> 3),
+                             k0 / fp4::kBlock, k) +
+           16 * (lane & 7);
+  }
+  MOEFIN_HD static constexpr int stage_advance(fp4::ScaleLayout l) {
+    return l == fp4::ScaleLayout::kTiled ? fp4::kTileBytes : fp4::kTileK / fp4::kBlock;
   }
 };
 
