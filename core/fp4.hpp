@@ -9,6 +9,7 @@
 // added), so the host twin and the device produce the same bits; tests/test_fp4.cpp and the
 // gpu test pin that.
 
+#include "core/ops/scale_layout.hpp"
 #include "core/router_scores.hpp" // MOEFIN_HD, mix64
 
 #include <cstdint>
@@ -233,19 +234,9 @@ template <int kI> MOEFIN_HD std::uint32_t e2m1_pair_bits(std::uint32_t w) {
 //              lanes read from shared memory (kernels/gemm/decode_kernels.cuh), so that a warp
 //              stages a 16-row tile's scales of one pipeline stage with 8 copies of 16 contiguous
 //              bytes instead of 32 4-byte copies from 16 rows. Needs k a multiple of 128.
+// The enum and the tile sizes are in core/ops/scale_layout.hpp (the GEMM params name them).
 
-enum class ScaleLayout : std::int32_t {
-  kRowMajor = 0,
-  kTiled = 1,
-};
-
-inline constexpr int kTileRows = 16;   // rows of a kTiled tile
-inline constexpr int kTileK = 128;     // k of a kTiled tile
-inline constexpr int kTileBytes = 128; // kTileRows * kTileK / kBlock
-
-inline char const* scale_layout_name(ScaleLayout l) {
-  return l == ScaleLayout::kRowMajor ? "rowmajor" : l == ScaleLayout::kTiled ? "tiled" : "?";
-}
+static_assert(kTileBytes == kTileRows * kTileK / kBlock, "a kTiled tile is a byte per block");
 
 /// Byte of the block (row r, block b) inside its kTiled tile (r < 16, b < 8).
 MOEFIN_HD constexpr int tiled_byte(int r, int b) {

@@ -14,6 +14,7 @@
 #include "core/audit/report.hpp"
 #include "core/audit/sass.hpp"
 #include "core/h5store.hpp"
+#include "core/ops/errors.hpp"
 #include "core/ops/layer_plan.hpp"
 #include "core/pdl/verifier.hpp"
 #include "experiments/audit/moefin_plan.hpp"
@@ -607,17 +608,22 @@ BOOST_AUTO_TEST_CASE(the_decode_gemm_flavours_agree_with_their_binaries,
   // trigger placement of the GEMMs one at a time (trigger_variants), each kernel's trigger, waits,
   // pre-wait reads (none: the chain launches it without weights_before_wait), reads after the
   // wait and writes as the plan says.
+  // fp4 twice: row-major scales (decode_gemm_kernel) and tiled ones (decode_gemm_tscale_kernel,
+  // the tscale candidate), whose contract is the same.
   std::size_t compared = 0, gemms = 0;
-  for (char const* format : {"bf16", "fp4"})
+  for (char const* format : {"bf16", "fp4", "fp4-tiled"})
     for (std::int64_t tile_m : {8, 16})
       for (auto const& cfg :
            race::trigger_variants(chain::preset_config(chain::Preset::kSeedAfter), false)) {
-        chain::LayerPlan const layer = chain::make_layer_plan(
-            cfg, finalize::variant("small_batch", "audit"), *chain::flavour_for_format(format));
+        bool const tiled = std::string(format) == "fp4-tiled";
+        chain::LayerPlan const layer =
+            chain::make_layer_plan(cfg, finalize::variant("small_batch", "audit"),
+                                   *chain::flavour_for_format(tiled ? "fp4" : format));
         BOOST_TEST_REQUIRE(layer.at(chain::Kernel::kGemm1).impl.find("decode_gemm") !=
                            std::string::npos);
         audit_plan::MoefinLaunchOptions o;
         o.tile_m = tile_m;
+        o.tiled_scales = tiled;
         for (auto const& [planned, seen] : planned_and_seen(layer, o)) {
           for (auto const& d : audit::compare_plan(planned, seen))
             BOOST_ERROR(format << " tile " << tile_m << " " << chain::describe(cfg) << ": "
@@ -634,7 +640,16 @@ BOOST_AUTO_TEST_CASE(the_decode_gemm_flavours_agree_with_their_binaries,
         }
       }
   BOOST_TEST_MESSAGE(compared << " kernel descriptions of the decode flavours compared");
-  BOOST_TEST(gemms >= 4u * 2u * 4u);
+  BOOST_TEST(gemms >= 6u * 2u * 4u);
+  // The tiled kernel is another symbol: a plan with another GEMM cannot name it.
+  audit_plan::MoefinLaunchOptions o;
+  o.tiled_scales = true;
+  BOOST_CHECK_THROW(audit_plan::moefin_launches(
+                        chain::make_layer_plan(chain::preset_config(chain::Preset::kSeedAfter),
+                                               finalize::variant("small_batch", "audit"),
+                                               *chain::flavour_for_format("bf16")),
+                        o),
+                    InputError);
 }
 
 BOOST_AUTO_TEST_CASE(the_decode_gemm_reading_weights_before_its_wait_is_seen,

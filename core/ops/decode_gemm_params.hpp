@@ -3,8 +3,8 @@
 // weight format. Shared by the CUDA kernel and the Kokkos reference (reference/decode_gemm.hpp).
 // Header-only, no CUDA.
 
-#include "core/fp4.hpp"
 #include "core/ops/gemm_params.hpp"
+#include "core/ops/scale_layout.hpp"
 
 #include <cstdint>
 #include <string>
@@ -16,7 +16,7 @@ enum class WeightFormat : std::int32_t {
   kBf16 = 0, // `gemm.b`: bf16 [experts][n][k]
   kFp4 = 1,  // laid out like NVFP4 (core/fp4.hpp): `gemm.b` packed e2m1 [experts][n][k / 2]
              // bytes (the lower k in the low nibble), `scales` e4m3 [experts][n][k / 16]
-             // (stored as `scale_layout` says), `global_scale` fp32 [experts];
+             // (stored as `scale_layout` says: core/fp4.hpp), `global_scale` fp32 [experts];
              // w = e2m1 * e4m3 * global
 };
 

@@ -118,11 +118,15 @@ audit::Launches moefin_launches(chain::LayerPlan const& plan, MoefinLaunchOption
   bool const decode = gemm_impl != chain::kTiledGemmBf16;
   if (decode && gemm_impl != chain::kDecodeGemmBf16 && gemm_impl != chain::kDecodeGemmFp4)
     throw InputError("audit: GEMM implementation " + gemm_impl + " has no kernel symbol");
+  if (o.tiled_scales && gemm_impl != chain::kDecodeGemmFp4)
+    throw InputError("audit: tiled scales are a layout of fp4 weights, not of GEMM " + gemm_impl);
   std::string const gemm =
-      decode ? std::string("moefin::gemm::decode_gemm_kernel<(moefin::gemm::WeightFormat)") +
-                   (gemm_impl == chain::kDecodeGemmFp4 ? "1" : "0") + ", " +
-                   std::to_string(o.tile_m / 8) + ", true>"
-             : "moefin::gemm::grouped_gemm_kernel<" + std::to_string(o.tile_m / 16) + ">";
+      o.tiled_scales
+          ? "moefin::gemm::decode_gemm_tscale_kernel<" + std::to_string(o.tile_m / 8) + ">"
+      : decode ? std::string("moefin::gemm::decode_gemm_kernel<(moefin::gemm::WeightFormat)") +
+                     (gemm_impl == chain::kDecodeGemmFp4 ? "1" : "0") + ", " +
+                     std::to_string(o.tile_m / 8) + ", true>"
+               : "moefin::gemm::grouped_gemm_kernel<" + std::to_string(o.tile_m / 16) + ">";
   auto gemm_params = [&](char const* a, char const* b, char const* c) {
     std::string const g = decode ? "p.gemm." : "p.";
     Params p = one_each({{g + "a", a},

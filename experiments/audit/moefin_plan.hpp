@@ -19,11 +19,14 @@
 namespace moefin::audit_plan {
 
 struct MoefinLaunchOptions {
-  std::int64_t tokens = 4;  // routing_block_kernel up to 16 tokens, else the multi-CTA one
+  std::int64_t tokens = 4;        // routing_block_kernel up to 16 tokens, else the multi-CTA one
   std::int64_t num_experts = 256; // the decode routing's routing_fast_kernel<scores per lane>
   std::int64_t tile_m = 16; // grouped_gemm_kernel<tile_m / 16>, decode_gemm_kernel<., tile_m / 8>
-  std::int64_t top_k = 8;   // vecload's unroll (4, 2 or 1: whichever divides K)
-  bool swiglu = true;       // activation_kernel<kSwiGlu> or <kRelu2>
+  // fp4 decode GEMMs with tiled scales (fp4::ScaleLayout::kTiled): decode_gemm_tscale_kernel
+  // <tile_m / 8>; an InputError for another GEMM implementation.
+  bool tiled_scales = false;
+  std::int64_t top_k = 8; // vecload's unroll (4, 2 or 1: whichever divides K)
+  bool swiglu = true;     // activation_kernel<kSwiGlu> or <kRelu2>
   int iterations = chain::kVerifierIterations;
   bool checksum = true; // the checked runner: each layer ends in the checksum kernel
   std::string permute_kernel = "moefin::permute::permute_kernel"; // a mutant replaces it

@@ -42,7 +42,8 @@ if(MOEFIN_ENABLE_CUDA)
   set(_k ${PROJECT_SOURCE_DIR}/kernels)
   set(_o ${PROJECT_SOURCE_DIR}/core/ops)
   set(_chain_headers ${_o}/routing_params.hpp ${_o}/permute_params.hpp
-    ${_o}/gemm_params.hpp ${_o}/decode_gemm_params.hpp ${_k}/gemm/decode_plan.hpp
+    ${_o}/gemm_params.hpp ${_o}/scale_layout.hpp ${_o}/decode_gemm_params.hpp
+    ${_k}/gemm/decode_plan.hpp
     ${_o}/activation_params.hpp
     ${_o}/finalize_params.hpp ${_k}/common/pdl_stage.cuh
     ${_k}/finalize/finalize_kernels.cuh ${_k}/chain/chain_kernels.cuh)
@@ -69,6 +70,7 @@ if(MOEFIN_ENABLE_CUDA)
       --kernel permute_kernel=p:PermuteParams,k:PdlDevice
       --kernel grouped_gemm_kernel=p:GroupedGemmParams,k:PdlDevice
       --kernel decode_gemm_kernel=p:DecodeGemmParams,launch:DecodeLaunch,k:PdlDevice
+      --kernel decode_gemm_tscale_kernel=p:DecodeGemmParams,launch:DecodeLaunch,k:PdlDevice
       --expand DecodeGemmParams.gemm=GroupedGemmParams
       --kernel activation_kernel=p:ActivationParams,k:PdlDevice
       --kernel 8finalize7kernels=p:FinalizeParams,k:FinalizeKnobs
