@@ -6,7 +6,9 @@
 #   1. routing at T = NCU_TOKENS (default 1) for each shape of NCU_SHAPES (default the three seed
 #      shapes): moefin's `fast` and, in a build with them, the released routing block kernel
 #      (sweep routing, no checks, 3 rounds); NCU_SAMPLING=0 samples warp states every 32 cycles
-#   2. the split-K GEMM, fp4, top-8 GEMM1 at T = 1 and 16, isolated (sweep gemm, one variant)
+#   2. the split-K GEMM, fp4, top-8 GEMM1 at T = 1 and 16, isolated (sweep gemm, one variant),
+#      at routing tile NCU_GEMM_TILE (default 16), with the candidates of NCU_GEMM_CANDIDATES
+#      beside it (default none; e.g. tscale: the tiled-scale kernel, two launches of each)
 # ncu runs with --clock-control none (the clocks as the benchmarks see them). NCU_PHASES picks
 # phases (default: build routing gemm). In $OUT:
 #   ncu_log.txt          everything printed
@@ -22,6 +24,8 @@ tokens=${NCU_TOKENS:-1}
 shapes=${NCU_SHAPES:-top-8 top-22 top-16}
 # Warp-state sampling every 2^(5 + N) cycles (0: every 32, for kernels of a few microseconds).
 interval=${NCU_SAMPLING:-auto}
+gemm_tile=${NCU_GEMM_TILE:-16}
+gemm_candidates=${NCU_GEMM_CANDIDATES:-none}
 mkdir -p "$out"
 log=$out/ncu_log.txt
 touch "$log"
@@ -70,11 +74,14 @@ for phase in $phases; do
     mark_done routing
     ;;
   gemm)
+    # Two launches of each kernel: splitk's and one per candidate.
+    count=$((2 * ($(tr ',' ' ' <<< "$gemm_candidates" | wc -w) + 1)))
+    [[ $gemm_candidates == none ]] && count=2
     for t in 1 16; do
-      profile "gemm_t$t" 'decode_gemm' 2 \
+      profile "gemm_t$t" 'decode_gemm' "$count" \
         "$bin" sweep gemm --shapes top-8 --tokens "$t" --gemms 1 --formats fp4 \
         --variants splitk --modes isolated --rounds 3 --check-tokens none --no-diagnose \
-        --min-mb 16 -o "$out/gemm_t$t.h5"
+        --tile-m "$gemm_tile" --candidates "$gemm_candidates" --min-mb 16 -o "$out/gemm_t$t.h5"
       mv -f "$out/gemm_t$t.tmp.ncu-rep" "$out/gemm.tmp.t$t.ncu-rep" 2>/dev/null
       rm -f "$out/gemm_t$t.h5"
     done
