@@ -68,6 +68,9 @@ namespace decode {
 /// warp. See decode.hpp for the work division and the top of this file for the operand layout.
 /// kMath false is the diagnostic that makes every load and store but no dequantization or MMA
 /// (DecodeOptions::loads_only). kScales: where fp4 scales are read from (ScaleStaging).
+/// The "stage-mix: unit" comments mark the code that runs once per unit, not once per stage
+/// (begin, end, or one line): scripts/sass_stage_mix.py counts the main loop's instructions
+/// outside them as the cost of one pipeline stage.
 template <WeightFormat kF, int kNT, bool kMath, int kS,
           fp4::ScaleLayout kScales = fp4::ScaleLayout::kRowMajor>
 __device__ __forceinline__ void gemm_body(DecodeGemmParams const& p, DecodeLaunch launch,
@@ -153,7 +156,7 @@ __device__ __forceinline__ void gemm_body(DecodeGemmParams const& p, DecodeLaunc
     for (int nt = 0; nt < kNT; ++nt)
       nx_rt[nt] = in ? row_token_at(u, nt) : -1;
   };
-  auto begin_unit = [&](int u) {
+  auto begin_unit = [&](int u) { // stage-mix: unit begin
     int const rowbase = rowbase_of(u);
     won = nx_e >= 0 && rowbase < n;
     std::int64_t const row = static_cast<std::int64_t>(won ? nx_e : 0) * n + rowbase + g;
@@ -170,7 +173,7 @@ __device__ __forceinline__ void gemm_body(DecodeGemmParams const& p, DecodeLaunc
       bits |= (nx_rt[nt] >= 0 ? 1 : 0) << nt;
     meta = nx_e >= 0 ? (nx_e << 8) | bits : -1;
     fetch_next_unit(u + grid);
-  };
+  }; // stage-mix: unit end
   auto issue_next = [&]() {
     if (iss_l < loads) {
       if (iss_step == 0 && iss_l > 0)
@@ -236,8 +239,8 @@ __device__ __forceinline__ void gemm_body(DecodeGemmParams const& p, DecodeLaunc
   auto look_ahead = [&](int l, int tile, int step, int slot) {
     nxt_meta = l < loads ? ring[slot * 32] : -1;
     if constexpr (kFp4)
-      if (step == 0 && nxt_meta >= 0)
-        nx_gscale = __ldg(p.global_scale + (nxt_meta >> 8)) * 256.0f;
+      if (step == 0 && nxt_meta >= 0)                                 // stage-mix: unit begin
+        nx_gscale = __ldg(p.global_scale + (nxt_meta >> 8)) * 256.0f; // stage-mix: unit end
     int const k0 = kslice * kslice_len + step * kStep;
     nx_ptr = a + static_cast<std::int64_t>(tile * kTile + g) * a_row_bytes + (k0 + kLaneK * q) * 2;
     nx_ok = nxt_meta >= 0 ? static_cast<unsigned>(nxt_meta) & ((1u << kNT) - 1u) : 0u;
@@ -281,10 +284,11 @@ __device__ __forceinline__ void gemm_body(DecodeGemmParams const& p, DecodeLaunc
     for (int nt = 0; nt < kNT; ++nt)
       okmask[nt] = nx_mask[nt];
     bool const last = cstep + 1 == spu; // of this unit
-    int const ntile = last ? (l + 1 < loads ? tile_of(cu + grid) : 0) : ctile;
+    int const ntile =
+        last ? (l + 1 < loads ? tile_of(cu + grid) : 0) : ctile; // stage-mix: unit line
     int const nslot = cstage + 1 == kS ? 0 : cstage + 1;
     look_ahead(l + 1, ntile, last ? 0 : cstep + 1, nslot);
-    if (cstep == 0) {
+    if (cstep == 0) { // stage-mix: unit begin
 #pragma unroll
       for (int m = 0; m < kM; ++m)
 #pragma unroll
@@ -293,7 +297,7 @@ __device__ __forceinline__ void gemm_body(DecodeGemmParams const& p, DecodeLaunc
           for (int i = 0; i < 4; ++i)
             acc[m][nt][i] = 0.0f;
       gscale = unit_gscale;
-    }
+    } // stage-mix: unit end
 
     uint4 const* const st = stages + cstage * kStageU4;
     if constexpr (!kMath) {
@@ -382,7 +386,7 @@ __device__ __forceinline__ void gemm_body(DecodeGemmParams const& p, DecodeLaunc
           }
     }
 
-    if (last) {
+    if (last) { // stage-mix: unit begin
       // The unit's last stage: the k slices of each row group are added in slice order, then
       // slice 0 stores the real token rows of a valid expert.
       if (ks > 1) {
@@ -437,7 +441,7 @@ __device__ __forceinline__ void gemm_body(DecodeGemmParams const& p, DecodeLaunc
       cu += grid;
       ctile = ntile;
       cstep = 0;
-    } else {
+    } else { // stage-mix: unit end
       ++cstep;
     }
     cstage = cstage + 1 == kS ? 0 : cstage + 1;

@@ -1,4 +1,5 @@
-"""Shared fixtures: the moefin binary the C++ build produced."""
+"""Shared fixtures: the moefin binary the C++ build produced, and the scripts/ tools as modules."""
+import importlib.util
 import os
 import pathlib
 import subprocess
@@ -15,6 +16,14 @@ def moefin():
     if not path.is_file():
         pytest.fail(f"moefin binary not found at {path}: run scripts/build.sh first")
     return path
+
+
+def load_script(name):
+    """scripts/NAME.py as a module (the tools are scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / (name + ".py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def run(binary, *args, check=True):

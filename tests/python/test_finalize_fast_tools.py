@@ -1,7 +1,6 @@
 """The two tools of the fast finalize paths, without a GPU: scripts/v2_policy.py (the policy
 table of small_batch_v2 from a candidate sweep) on synthetic sweep files whose best geometry is
 known, and the SASS reader of scripts/sass_facts.py on a hand-written disassembly."""
-import importlib.util
 import os
 import subprocess
 import sys
@@ -10,15 +9,9 @@ import h5py
 import pytest
 
 from analysis.synthetic import write_table
+from conftest import load_script as load
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def load(name):
-    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "scripts", name + ".py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def sweep_file(path, rows, producer="pdl-wait"):

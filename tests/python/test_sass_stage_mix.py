@@ -1,0 +1,116 @@
+"""scripts/sass_stage_mix.py without a GPU or the CUDA tools: the stage-mix regions of the decode
+GEMM's source, the reader of `nvdisasm -gi` (source frames, labels), the main loop and the split
+of its instructions into one stage and once per unit, on a hand-written disassembly; and the
+ptxas -v reader it shares with scripts/sass_facts.py."""
+import os
+
+import pytest
+
+from conftest import ROOT
+from conftest import load_script as load
+
+
+K = "/t/kernels/gemm/decode_kernels.cuh"
+
+# A kernel whose main loop (0x0030 .. 0x00b0) has one instruction inlined from a per-unit region
+# (line 20, inside lines 19-21) and one on the one-line region (line 40); a short loop without
+# HMMA before it; code after the loop.
+DISASM = f"""
+.text._Z6kernelv:
+	//## File "{K}", line 5
+        /*0000*/                   MOV R1, c[0x0][0x28] ;
+.L_x_0:
+	//## File "{K}", line 6
+        /*0010*/                   IADD3 R2, R2, 0x1, RZ ;
+        /*0020*/              @P0 BRA `(.L_x_0) ;
+.L_x_1:
+	//## File "{K}", line 30
+        /*0030*/                   LDGSTS.E.BYPASS.LTC256B.128 [R3], desc[UR4][R4.64] ;
+	//## File "{K}", line 31
+        /*0040*/                   HMMA.16816.F32.BF16 R8, R12, R16, R8 ;
+        /*0050*/                   HMUL2.BF16_V2 R5, R5, R6 ;
+	//## File "/t/kernels/gemm/mma.cuh", line 3 inlined at "{K}", line 20
+	//## File "{K}", line 20
+        /*0060*/                   IMAD R7, R7, 0x40, RZ ;
+	//## File "{K}", line 40
+        /*0070*/                   SEL R9, R9, RZ, P1 ;
+	//## File "{K}", line 32
+        /*0080*/                   LOP3.LUT R10, R10, 0xf, RZ, 0xc0, !PT ;
+        /*0090*/                   NOP ;
+        /*00a0*/                   FMUL R11, R11, R12 ;
+        /*00b0*/              @P1 BRA `(.L_x_1) ;
+	//## File "{K}", line 50
+        /*00c0*/                   EXIT ;
+"""
+
+MARKED_SOURCE = "\n".join(
+    ["// line %d" % i for i in range(1, 19)] +
+    ["  auto f = [&] { // stage-mix: unit begin", "    work();", "  }; // stage-mix: unit end"] +
+    ["// line %d" % i for i in range(22, 40)] +
+    ["  int x = y; // stage-mix: unit line"])
+
+
+def test_unit_regions_are_the_marked_lines():
+    m = load("sass_stage_mix")
+    assert m.unit_lines(MARKED_SOURCE) == {19, 20, 21, 40}
+    for bad in ("a // stage-mix: unit end",
+                "a // stage-mix: unit begin\nb // stage-mix: unit begin",
+                "a // stage-mix: unit begin"):
+        with pytest.raises(ValueError):
+            m.unit_lines(bad)
+
+
+def test_the_decode_kernel_source_has_closed_regions():
+    m = load("sass_stage_mix")
+    with open(os.path.join(ROOT, m.MARKED)) as f:
+        lines = m.unit_lines(f.read())
+    assert len(lines) > 50  # begin_unit, the unit's end, its first stage, the next tile
+
+
+def test_the_reader_keeps_frames_and_resolves_labels():
+    m = load("sass_stage_mix")
+    ins = m.parse_nvdisasm(DISASM)["_Z6kernelv"]
+    assert len(ins) == 13
+    addr, op, operands, frames = ins[2]
+    assert (addr, op) == (0x20, "BRA") and "0x10" in operands  # the guard is dropped
+    assert ins[6][3] == [("/t/kernels/gemm/mma.cuh", 3), (K, 20), (K, 20)]
+    assert ins[8][3] == [(K, 32)] and ins[9][3] == [(K, 32)]  # frames hold until new ones come
+
+
+def test_one_stage_is_the_main_loop_outside_the_unit_regions():
+    m = load("sass_stage_mix")
+    ins = m.parse_nvdisasm(DISASM)["_Z6kernelv"]
+    assert m.main_loop(ins) == (3, 11)  # the loop with the HMMA, not the first one
+    stage, unit = m.stage_mix(ins, "kernels/gemm/decode_kernels.cuh", m.unit_lines(MARKED_SOURCE))
+    assert unit == 2  # the inlined IMAD (line 20) and the SEL (line 40)
+    assert stage["total"] == 6  # LDGSTS, HMMA, HMUL2, LOP3, FMUL, BRA; the NOP is not counted
+    assert (stage["LDGSTS"], stage["HMMA"], stage["HMUL2"], stage["LOP3"]) == (1, 1, 1, 1)
+    assert stage["IMAD"] == 0 and stage["other"] == 2
+
+
+def test_the_full_issue_bound():
+    m = load("sass_stage_mix")
+    # 4 instructions a clock per SM: 2048 bytes in 128 instructions are 64 B per clock per SM,
+    # 4x the 16 B per clock per SM of 4200 GB/s on 132 SMs at 1.98 GHz (4.18 TB/s).
+    assert m.bound("bf16 tile 8", 128, 4200, 132, 1.98) == pytest.approx(398.2, abs=0.1)
+    # fp4 stages carry 256 bytes of scales as well.
+    assert m.bound("fp4 tile 8", 576, 4200, 132, 1.98) == pytest.approx(99.6, abs=0.1)
+    assert m.kernel_label("_ZN6moefin4gemm25decode_gemm_tscale_kernelILi1EEEvNS0_16DecodeGemm") \
+        == "fp4 tile 8 tscale"
+    assert m.kernel_label("_ZN6moefin4gemm18decode_gemm_kernelILNS0_12WeightFormatE1ELi2ELb0EEEv") \
+        == "fp4 tile 16 loads-only"
+    assert m.kernel_label("_ZN6moefin4gemm15fill_fp4_kernelEPhS1_Pf") is None
+
+
+def test_ptxas_spills_count_although_printed_before_the_registers():
+    sf = load("sass_facts")
+    text = """ptxas info    : Compiling entry function '_Z1av' for 'sm_90'
+ptxas info    : Function properties for _Z1av
+    8 bytes stack frame, 8 bytes spill stores, 4 bytes spill loads
+ptxas info    : Used 128 registers, used 1 barriers, 8 bytes cumulative stack size
+ptxas info    : Compiling entry function '_Z1bv' for 'sm_90'
+ptxas info    : Function properties for _Z1bv
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 40 registers, 1024 bytes smem
+"""
+    assert sf.parse_ptxas(text) == {"_Z1av": [128, 0, 12], "_Z1bv": [40, 1024, 0]}
