@@ -608,14 +608,14 @@ BOOST_AUTO_TEST_CASE(the_decode_gemm_flavours_agree_with_their_binaries,
   // trigger placement of the GEMMs one at a time (trigger_variants), each kernel's trigger, waits,
   // pre-wait reads (none: the chain launches it without weights_before_wait), reads after the
   // wait and writes as the plan says.
-  // fp4 twice: row-major scales (decode_gemm_kernel) and tiled ones (decode_gemm_tscale_kernel,
-  // the tscale candidate), whose contract is the same.
+  // fp4 three times: row-major scales (decode_gemm_kernel), tiled ones (decode_gemm_tscale_kernel,
+  // the tscale candidate) and tiled with lean activation loads (tscale+lean): one contract.
   std::size_t compared = 0, gemms = 0;
-  for (char const* format : {"bf16", "fp4", "fp4-tiled"})
+  for (char const* format : {"bf16", "fp4", "fp4-tiled", "fp4-tiled-lean"})
     for (std::int64_t tile_m : {8, 16})
       for (auto const& cfg :
            race::trigger_variants(chain::preset_config(chain::Preset::kSeedAfter), false)) {
-        bool const tiled = std::string(format) == "fp4-tiled";
+        bool const tiled = std::string(format).rfind("fp4-tiled", 0) == 0;
         chain::LayerPlan const layer =
             chain::make_layer_plan(cfg, finalize::variant("small_batch", "audit"),
                                    *chain::flavour_for_format(tiled ? "fp4" : format));
@@ -624,6 +624,7 @@ BOOST_AUTO_TEST_CASE(the_decode_gemm_flavours_agree_with_their_binaries,
         audit_plan::MoefinLaunchOptions o;
         o.tile_m = tile_m;
         o.tiled_scales = tiled;
+        o.lean_activations = std::string(format) == "fp4-tiled-lean";
         for (auto const& [planned, seen] : planned_and_seen(layer, o)) {
           for (auto const& d : audit::compare_plan(planned, seen))
             BOOST_ERROR(format << " tile " << tile_m << " " << chain::describe(cfg) << ": "
@@ -640,7 +641,7 @@ BOOST_AUTO_TEST_CASE(the_decode_gemm_flavours_agree_with_their_binaries,
         }
       }
   BOOST_TEST_MESSAGE(compared << " kernel descriptions of the decode flavours compared");
-  BOOST_TEST(gemms >= 6u * 2u * 4u);
+  BOOST_TEST(gemms >= 8u * 2u * 4u);
   // The tiled kernel is another symbol: a plan with another GEMM cannot name it.
   audit_plan::MoefinLaunchOptions o;
   o.tiled_scales = true;

@@ -40,7 +40,8 @@ BOOST_AUTO_TEST_CASE(knobs_in_any_order_give_one_canonical_name) {
 BOOST_AUTO_TEST_CASE(bad_specs_are_input_errors_naming_the_flag) {
   for (char const* spec :
        {"", "ks3", "cta4", "cta2+cta2", "ks2+ks4", "ks4+", "+ks4", "ks4++cta2", "deep+cta2",
-        "loads+deep", "deep+deep", "tscale+tscale", "tscale+deep", "loads+tscale",
+        "loads+deep", "deep+deep", "tscale+tscale", "tscale+deep", "loads+tscale", "lean",
+        "lean+cta2", "tscale+lean+lean", "cta2+tscale+lean",
         "loads+cta2+ks8"}) // the last one: a name of 17 characters
     BOOST_CHECK_EXCEPTION(parse_candidate(spec, "--candidates"), InputError, names_flag);
   for (char const* list : {"ks4,ks4", "ks8+cta2,cta2+ks8", "ks4,", ",", "ks4,,ks8"})
@@ -50,7 +51,7 @@ BOOST_AUTO_TEST_CASE(bad_specs_are_input_errors_naming_the_flag) {
 
 BOOST_AUTO_TEST_CASE(the_default_list_parses_and_every_name_fits_the_variant_column) {
   auto const all = parse_candidates(kDefaultCandidates, "--candidates");
-  BOOST_TEST(all.size() == 11u);
+  BOOST_TEST(all.size() == 12u);
   for (auto const& c : all) {
     BOOST_TEST(c.name.size() <= kMaxCandidateName, c.name);
     BOOST_TEST(c.name.rfind("sk+", 0) == 0u, c.name);
@@ -95,6 +96,10 @@ BOOST_AUTO_TEST_CASE(tscale_is_a_layout_of_fp4_scales_in_the_params_not_an_optio
   BOOST_TEST(candidate_skip_reason(t, WeightFormat::kFp4, 1280, 16).empty());
   std::string const why = candidate_skip_reason(t, WeightFormat::kBf16, 1280, 16);
   BOOST_TEST(why.find("fp4") != std::string::npos, why);
+  auto const lean = parse_candidate("lean+tscale", "--candidates");
+  BOOST_TEST(lean.name == "sk+tscale+lean");
+  BOOST_TEST(candidate_options(lean, DecodeOptions{}).lean_activations);
+  BOOST_TEST(!candidate_options(t, DecodeOptions{}).lean_activations);
   // The options of tscale alone are the base's.
   DecodeOptions base;
   base.split_k = 0;

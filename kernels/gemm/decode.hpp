@@ -55,6 +55,10 @@ struct DecodeOptions {
   // Candidate (kernels/gemm/decode_candidates.hpp; fp4 at tile 16, with math): a pipeline of
   // DecodePolicy::kDeepStages stages, twice the weight bytes in flight per warp, one CTA per SM.
   bool deep = false;
+  // Candidate (with scale layout tiled only): the activations' address formed once per unit and
+  // padding rows' lanes keeping stale registers instead of zeroing them (decode_kernels.cuh,
+  // kLean): fewer instructions per stage, the same output bits.
+  bool lean_activations = false;
 };
 
 /// Throws InputError naming the field: the grouped GEMM's limits of gemm::validate for kTiled
@@ -62,7 +66,8 @@ struct DecodeOptions {
 /// or 16, max_rows a multiple of tile_m, ldc >= n, pointers set (scales and global_scale for
 /// fp4), a forced split_k that divides the k steps, grid_ctas in 0..num_ctas (kTiled: 0), deep
 /// only for fp4 at tile 16 with math and one CTA per SM; scale layout kTiled only for fp4 with
-/// kSplitK, without deep or loads_only, scales aligned to 16 bytes.
+/// kSplitK, without deep or loads_only, scales aligned to 16 bytes; lean_activations only with
+/// scale layout kTiled.
 void validate(DecodeGemmParams const& p, Variant v, DecodeOptions const& o = {});
 
 /// CTAs of the launch: one resident wave of `ctas_per_sm` (0: the variant's policy) per SM.

@@ -14,7 +14,7 @@ namespace {
 
 [[noreturn]] void reject(std::string const& flag, std::string const& spec, std::string const& why) {
   throw InputError(flag + ": candidate '" + spec + "' " + why +
-                   " (knobs: ks1, ks2, ks4, ks8, cta2, deep, loads, tscale, joined by '+')");
+                   " (knobs: ks1, ks2, ks4, ks8, cta2, deep, loads, tscale, lean, joined by '+')");
 }
 
 } // namespace
@@ -29,11 +29,12 @@ DecodeCandidate parse_candidate(std::string const& spec, std::string const& flag
   std::stringstream ss(spec);
   std::string knob;
   while (std::getline(ss, knob, '+')) {
-    if (knob == "loads" || knob == "cta2" || knob == "deep" || knob == "tscale") {
-      bool& on = knob == "loads"  ? c.loads_only
-                 : knob == "cta2" ? cta2
-                 : knob == "deep" ? c.deep
-                                  : c.tiled_scales;
+    if (knob == "loads" || knob == "cta2" || knob == "deep" || knob == "tscale" || knob == "lean") {
+      bool& on = knob == "loads"    ? c.loads_only
+                 : knob == "cta2"   ? cta2
+                 : knob == "deep"   ? c.deep
+                 : knob == "tscale" ? c.tiled_scales
+                                    : c.lean_activations;
       if (on)
         reject(flag, spec, "repeats " + knob);
       on = true;
@@ -51,6 +52,8 @@ DecodeCandidate parse_candidate(std::string const& spec, std::string const& flag
     reject(flag, spec,
            "combines tscale (built for the default pipeline, with math) with deep or "
            "loads");
+  if (c.lean_activations && !c.tiled_scales)
+    reject(flag, spec, "has lean without tscale (built into the tiled-scale kernel only)");
   c.ctas_per_sm = cta2 ? 2 : 0;
   c.name = "sk";
   if (c.loads_only)
@@ -61,6 +64,8 @@ DecodeCandidate parse_candidate(std::string const& spec, std::string const& flag
     c.name += "+deep";
   if (c.tiled_scales)
     c.name += "+tscale";
+  if (c.lean_activations)
+    c.name += "+lean";
   if (c.split_k != 0)
     c.name += "+ks" + std::to_string(c.split_k);
   if (c.name.size() > kMaxCandidateName)
@@ -108,6 +113,7 @@ DecodeOptions candidate_options(DecodeCandidate const& c, DecodeOptions base) {
   base.split_k = c.split_k;
   base.loads_only = c.loads_only;
   base.deep = c.deep;
+  base.lean_activations = c.lean_activations;
   if (c.ctas_per_sm > 0)
     base.pdl.ctas_per_sm = c.ctas_per_sm;
   return base;

@@ -14,6 +14,9 @@
 //                       with 16-byte copies: 2 x 128 contiguous bytes per warp and stage instead
 //                       of 64 4-byte copies from 32 rows (a data layout, set in the params:
 //                       candidate_layout; not with deep or loads)
+//   lean                with tscale only: the activations' address formed once per unit, loads
+//                       at immediate offsets, padding rows' lanes keep stale registers instead
+//                       of zeroing them (DecodeOptions::lean_activations)
 // The chain (core/ops/layer_plan.hpp) keeps the current policy. Host-only, no CUDA.
 
 #include "kernels/gemm/decode.hpp"
@@ -25,13 +28,14 @@
 namespace moefin::gemm {
 
 struct DecodeCandidate {
-  std::string name; // "sk+" and the knobs in canonical order (loads, cta2, deep, tscale, ks): the
-                    // variant column of /gemm_sweep and /gemm_check
-  int split_k = 0;     // 0: plan_split's choice
+  std::string name; // "sk+" and the knobs in canonical order (loads, cta2, deep, tscale, lean, ks):
+                    // the variant column of /gemm_sweep and /gemm_check
+  int split_k = 0;  // 0: plan_split's choice
   int ctas_per_sm = 0; // 0: the sweep's --ctas-per-sm
   bool loads_only = false;
   bool deep = false;
   bool tiled_scales = false;
+  bool lean_activations = false;
 };
 
 /// The longest candidate name (the variant columns of the sweep's tables hold 15 characters).
@@ -59,8 +63,9 @@ inline fp4::ScaleLayout candidate_layout(DecodeCandidate const& c) {
 
 /// The candidates of scripts/gpu/gemm_bw.sh: every split, two CTAs per SM with the plan's split
 /// and with the two deepest splits, the deep fp4 pipeline, the tiled fp4 scales alone and with
-/// two CTAs per SM, and the loads-only diagnostic with two CTAs per SM.
+/// two CTAs per SM, with lean activation loads, and the loads-only diagnostic with two CTAs per
+/// SM.
 inline constexpr char const* kDefaultCandidates =
-    "ks1,ks2,ks4,ks8,cta2,cta2+ks4,cta2+ks8,deep,tscale,cta2+tscale,loads+cta2";
+    "ks1,ks2,ks4,ks8,cta2,cta2+ks4,cta2+ks8,deep,tscale,cta2+tscale,tscale+lean,loads+cta2";
 
 } // namespace moefin::gemm

@@ -67,12 +67,17 @@ namespace decode {
 /// The kernel body: kNT n8 token tiles per row tile (tile_m = 8 kNT), kS pipeline stages per
 /// warp. See decode.hpp for the work division and the top of this file for the operand layout.
 /// kMath false is the diagnostic that makes every load and store but no dequantization or MMA
-/// (DecodeOptions::loads_only). kScales: where fp4 scales are read from (ScaleStaging).
+/// (DecodeOptions::loads_only). kScales: where fp4 scales are read from (ScaleStaging). kLean
+/// (DecodeOptions::lean_activations, built with kScales kTiled only): the activations' row
+/// address is formed once per unit, each stage adds its k offset and loads at immediate offsets
+/// from one 64-bit address, and a lane whose token row is padding skips its load and keeps its
+/// old registers (zeros at first) instead of zeroing them: column n of an MMA's output depends
+/// on column n of B only, and a padding token's columns are never stored.
 /// The "stage-mix: unit" comments mark the code that runs once per unit, not once per stage
 /// (begin, end, or one line): scripts/sass_stage_mix.py counts the main loop's instructions
 /// outside them as the cost of one pipeline stage.
 template <WeightFormat kF, int kNT, bool kMath, int kS,
-          fp4::ScaleLayout kScales = fp4::ScaleLayout::kRowMajor>
+          fp4::ScaleLayout kScales = fp4::ScaleLayout::kRowMajor, bool kLean = false>
 __device__ __forceinline__ void gemm_body(DecodeGemmParams const& p, DecodeLaunch launch,
                                           PdlDevice const& k) {
   int const forced_ks = launch.forced_ks;
@@ -228,9 +233,16 @@ __device__ __forceinline__ void gemm_body(DecodeGemmParams const& p, DecodeLaunc
   // 8 tokens, rare at decode sizes) is read when used, which keeps 16 registers free.
   constexpr int kPre = kFp4 ? 1 : kNT;
   uint4 act[kPre][kChunks];
+  if constexpr (kLean)
+#pragma unroll
+    for (int nt = 0; nt < kPre; ++nt)
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c)
+        act[nt][c] = make_uint4(0, 0, 0, 0);
   std::uint32_t okmask[kNT]; // ballot of the lanes whose token row is real (per n8 tile)
   std::uint32_t nx_mask[kNT];
   std::uint8_t const* nx_ptr = a; // token g of the next load's first n8 tile, at its k
+  std::uint8_t const* nx_row = a; // kLean: the same at the first k of the unit's slice
   unsigned nx_ok = 0;             // bit nt: this lane's token row of n8 tile nt is real
   std::int32_t cur_meta = -1, nxt_meta = -1;
   float nx_gscale = 0.0f; // fp4: global scale * 2^8 of the next load's unit, when it starts one
@@ -241,8 +253,16 @@ __device__ __forceinline__ void gemm_body(DecodeGemmParams const& p, DecodeLaunc
     if constexpr (kFp4)
       if (step == 0 && nxt_meta >= 0)                                 // stage-mix: unit begin
         nx_gscale = __ldg(p.global_scale + (nxt_meta >> 8)) * 256.0f; // stage-mix: unit end
-    int const k0 = kslice * kslice_len + step * kStep;
-    nx_ptr = a + static_cast<std::int64_t>(tile * kTile + g) * a_row_bytes + (k0 + kLaneK * q) * 2;
+    if constexpr (kLean) {
+      if (step == 0) // stage-mix: unit begin
+        nx_row = a + static_cast<std::int64_t>(tile * kTile + g) * a_row_bytes +
+                 (kslice * kslice_len + kLaneK * q) * 2; // stage-mix: unit end
+      nx_ptr = nx_row + step * (kStep * 2);
+    } else {
+      int const k0 = kslice * kslice_len + step * kStep;
+      nx_ptr =
+          a + static_cast<std::int64_t>(tile * kTile + g) * a_row_bytes + (k0 + kLaneK * q) * 2;
+    }
     nx_ok = nxt_meta >= 0 ? static_cast<unsigned>(nxt_meta) & ((1u << kNT) - 1u) : 0u;
 #pragma unroll
     for (int nt = 0; nt < kNT; ++nt)
@@ -253,8 +273,13 @@ __device__ __forceinline__ void gemm_body(DecodeGemmParams const& p, DecodeLaunc
                            : make_uint4(0, 0, 0, 0);
   };
   auto load_chunk = [&](int nt, int c) {
-    if (nt < kPre)
+    if constexpr (kLean) {
+      if (nt < kPre && ((nx_ok >> nt) & 1u))
+        act[nt < kPre ? nt : 0][c] =
+            __ldg(reinterpret_cast<uint4 const*>(nx_ptr + 8 * nt * a_row_bytes) + c);
+    } else if (nt < kPre) {
       act[nt < kPre ? nt : 0][c] = chunk_at(nx_ptr, nx_ok, nt, c);
+    }
   };
 
   int cu = cta, cstep = 0, cstage = 0;
@@ -467,12 +492,13 @@ __global__ void __launch_bounds__(DecodePolicy::kThreads, 1)
 }
 
 /// DecodeGemmParams::scale_layout kTiled (the `tscale` candidate): fp4 at tile 8 (kNT 1) or 16,
-/// with math, the default depth. Its own name, so that the chain's kernels keep theirs.
-template <int kNT>
+/// with math, the default depth; kLean: DecodeOptions::lean_activations (the `lean` knob). Its
+/// own name, so that the chain's kernels keep theirs.
+template <int kNT, bool kLean>
 __global__ void __launch_bounds__(DecodePolicy::kThreads, 2)
     decode_gemm_tscale_kernel(DecodeGemmParams p, DecodeLaunch launch, PdlDevice k) {
   decode::gemm_body<WeightFormat::kFp4, kNT, true, DecodePolicy::stages(WeightFormat::kFp4),
-                    fp4::ScaleLayout::kTiled>(p, launch, k);
+                    fp4::ScaleLayout::kTiled, kLean>(p, launch, k);
 }
 
 /// One 16-weight block per thread step: the seeded quantizer of core/fp4.hpp. Scales go where

@@ -14,7 +14,8 @@
 #                        candidate of --candidates (kernels/gemm/decode_candidates.hpp: forced
 #                        splits ks1..ks8, cta2 = two CTAs per SM, their combinations, deep =
 #                        fp4 with twice the stages in flight, tscale = fp4 scales in 16 x 128
-#                        tiles staged with 16-byte copies, alone and with cta2, in both modes;
+#                        tiles staged with 16-byte copies, alone, with cta2 and with lean
+#                        activation loads (tscale+lean), in both modes;
 #                        sk+loads+cta2 isolated) and the read floor (a plain streaming read
 #                        of each launch's bytes), in the same interleaved rounds, with the copy and
 #                        read bandwidth at the start and the end; /gemm_check: the checks

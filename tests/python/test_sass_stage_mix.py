@@ -95,8 +95,10 @@ def test_the_full_issue_bound():
     assert m.bound("bf16 tile 8", 128, 4200, 132, 1.98) == pytest.approx(398.2, abs=0.1)
     # fp4 stages carry 256 bytes of scales as well.
     assert m.bound("fp4 tile 8", 576, 4200, 132, 1.98) == pytest.approx(99.6, abs=0.1)
-    assert m.kernel_label("_ZN6moefin4gemm25decode_gemm_tscale_kernelILi1EEEvNS0_16DecodeGemm") \
+    assert m.kernel_label("_ZN6moefin4gemm25decode_gemm_tscale_kernelILi1ELb0EEEvNS0_16Decode") \
         == "fp4 tile 8 tscale"
+    assert m.kernel_label("_ZN6moefin4gemm25decode_gemm_tscale_kernelILi2ELb1EEEvNS0_16Decode") \
+        == "fp4 tile 16 tscale lean"
     assert m.kernel_label("_ZN6moefin4gemm18decode_gemm_kernelILNS0_12WeightFormatE1ELi2ELb0EEEv") \
         == "fp4 tile 16 loads-only"
     assert m.kernel_label("_ZN6moefin4gemm15fill_fp4_kernelEPhS1_Pf") is None
