@@ -254,6 +254,21 @@ MOEFIN_HD constexpr std::int64_t scale_offset(ScaleLayout l, std::int64_t row, s
          tiled_byte(static_cast<int>(row % kTileRows), static_cast<int>(block % kBlocksPerTile));
 }
 
+/// The two positive e4m3 scale bytes (0x00 .. 0x7E) in the low half of `two` (low byte first) at
+/// bf16 bits 10..4 of the low and the high half of a pair: exactly e4m3(byte) * 2^-120 for every
+/// byte, zero and subnormals included (e4m3's m * 2^-9 and bf16's m * 2^-129 at that place line
+/// up). Two bf16 multiplies by 2^119 (kBf16Pair2p119), each exact, make the GEMM's
+/// e4m3 * 2^118 (the lean scale path of kernels/gemm/decode_kernels.cuh). One byte permute and
+/// one shift on the device.
+MOEFIN_HD std::uint32_t e4m3x2_bits(std::uint32_t two) {
+#if defined(__CUDA_ARCH__)
+  return __byte_perm(two, 0, 0x4140) << 4;
+#else
+  return ((two & 0xFFu) << 4) | ((two & 0xFF00u) << 12);
+#endif
+}
+inline constexpr std::uint32_t kBf16Pair2p119 = 0x7B007B00u; // (2^119, 2^119) as bf16 bits
+
 /// The dequantized weight (without the global scale) of nibble `code` under scale byte `s`:
 /// exact in bf16 (a 2-bit by a 4-bit significand), as the GEMM multiplies it.
 MOEFIN_HD float dequantized(unsigned code, unsigned s) {

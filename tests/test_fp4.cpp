@@ -127,6 +127,31 @@ BOOST_AUTO_TEST_CASE(dequantized_weights_are_exact_in_bf16_after_the_gemms_2_to_
   }
 }
 
+BOOST_AUTO_TEST_CASE(the_lean_scale_placement_is_e4m3_times_2_to_the_minus_120_for_every_byte) {
+  // fp4::e4m3x2_bits and the two exact multiplies of the lean scale path give the bits of the
+  // conversion path (e4m3 -> fp32, times 2^118, rounded to bf16) for every positive byte, in
+  // either half of the pair.
+  BOOST_TEST(bf16_to_float(static_cast<std::uint16_t>(fp4::kBf16Pair2p119 & 0xFFFFu)) ==
+             std::ldexp(1.0f, 119));
+  BOOST_TEST((fp4::kBf16Pair2p119 >> 16) == (fp4::kBf16Pair2p119 & 0xFFFFu));
+  int subnormal = 0;
+  for (unsigned b = 0; b <= 0x7Eu; ++b) {
+    std::uint32_t const pair = fp4::e4m3x2_bits(b | ((0x7Eu - b) << 8) | 0xABCD0000u);
+    auto const lo = static_cast<std::uint16_t>(pair & 0xFFFFu);
+    BOOST_REQUIRE_EQUAL(pair >> 16, fp4::e4m3x2_bits(0x7Eu - b)); // the high half: byte 1 alone
+    float const e4m3 = fp4::e4m3_value(b);
+    subnormal += b != 0 && e4m3 < 0x1p-6f;
+    BOOST_REQUIRE_EQUAL(bf16_to_float(lo), std::ldexp(e4m3, -120));
+    // Each multiply is exact in bf16 (a bf16 rounding leaves it unchanged).
+    float const once = bf16_to_float(lo) * 0x1p119f;
+    BOOST_REQUIRE_EQUAL(bf16_to_float(float_to_bf16(once)), once);
+    float const twice = once * 0x1p119f;
+    BOOST_REQUIRE_EQUAL(bf16_to_float(float_to_bf16(twice)), twice);
+    BOOST_REQUIRE_EQUAL(float_to_bf16(twice), float_to_bf16(e4m3 * 0x1p118f));
+  }
+  BOOST_TEST(subnormal == 7); // every e4m3 subnormal was among them
+}
+
 BOOST_AUTO_TEST_CASE(quantized_blocks_use_the_nvfp4_scale_and_the_nearest_values) {
   float const scale = 1.0f / std::sqrt(6144.0f);
   float const g = fp4::global_scale(scale);

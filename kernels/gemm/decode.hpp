@@ -55,9 +55,10 @@ struct DecodeOptions {
   // Candidate (kernels/gemm/decode_candidates.hpp; fp4 at tile 16, with math): a pipeline of
   // DecodePolicy::kDeepStages stages, twice the weight bytes in flight per warp, one CTA per SM.
   bool deep = false;
-  // Candidate (with scale layout tiled only): the activations' address formed once per unit and
-  // padding rows' lanes keeping stale registers instead of zeroing them (decode_kernels.cuh,
-  // kLean): fewer instructions per stage, the same output bits.
+  // Candidate (with scale layout tiled only): the activations' address formed once per unit,
+  // padding rows' lanes keeping stale registers instead of zeroing them, and the scales placed
+  // as bf16 bits instead of converted (decode_kernels.cuh, kLean): fewer instructions per
+  // stage, the same output bits.
   bool lean_activations = false;
 };
 

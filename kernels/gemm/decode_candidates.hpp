@@ -16,7 +16,8 @@
 //                       candidate_layout; not with deep or loads)
 //   lean                with tscale only: the activations' address formed once per unit, loads
 //                       at immediate offsets, padding rows' lanes keep stale registers instead
-//                       of zeroing them (DecodeOptions::lean_activations)
+//                       of zeroing them, scales placed as bf16 bits instead of converted
+//                       (DecodeOptions::lean_activations)
 // The chain (core/ops/layer_plan.hpp) keeps the current policy. Host-only, no CUDA.
 
 #include "kernels/gemm/decode.hpp"
