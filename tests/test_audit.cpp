@@ -609,7 +609,7 @@ BOOST_AUTO_TEST_CASE(the_decode_gemm_flavours_agree_with_their_binaries,
   // pre-wait reads (none: the chain launches it without weights_before_wait), reads after the
   // wait and writes as the plan says.
   // fp4 three times: row-major scales (decode_gemm_kernel), tiled ones (decode_gemm_tscale_kernel,
-  // the tscale candidate) and tiled with lean activation loads (tscale+lean): one contract.
+  // the tscale candidate) and tiled with lean loads (tscale+lean): one contract.
   std::size_t compared = 0, gemms = 0;
   for (char const* format : {"bf16", "fp4", "fp4-tiled", "fp4-tiled-lean"})
     for (std::int64_t tile_m : {8, 16})
@@ -624,7 +624,7 @@ BOOST_AUTO_TEST_CASE(the_decode_gemm_flavours_agree_with_their_binaries,
         audit_plan::MoefinLaunchOptions o;
         o.tile_m = tile_m;
         o.tiled_scales = tiled;
-        o.lean_activations = std::string(format) == "fp4-tiled-lean";
+        o.lean = std::string(format) == "fp4-tiled-lean";
         for (auto const& [planned, seen] : planned_and_seen(layer, o)) {
           for (auto const& d : audit::compare_plan(planned, seen))
             BOOST_ERROR(format << " tile " << tile_m << " " << chain::describe(cfg) << ": "

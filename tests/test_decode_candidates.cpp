@@ -98,8 +98,8 @@ BOOST_AUTO_TEST_CASE(tscale_is_a_layout_of_fp4_scales_in_the_params_not_an_optio
   BOOST_TEST(why.find("fp4") != std::string::npos, why);
   auto const lean = parse_candidate("lean+tscale", "--candidates");
   BOOST_TEST(lean.name == "sk+tscale+lean");
-  BOOST_TEST(candidate_options(lean, DecodeOptions{}).lean_activations);
-  BOOST_TEST(!candidate_options(t, DecodeOptions{}).lean_activations);
+  BOOST_TEST(candidate_options(lean, DecodeOptions{}).lean);
+  BOOST_TEST(!candidate_options(t, DecodeOptions{}).lean);
   // The options of tscale alone are the base's.
   DecodeOptions base;
   base.split_k = 0;

@@ -160,7 +160,7 @@ BOOST_AUTO_TEST_CASE(splitk_dequantizes_every_code_and_scale_byte_exactly) {
         q.scale_layout = fp4::ScaleLayout::kTiled;
       }
       gemm::DecodeOptions o = plain(ks);
-      o.lean_activations = run >= 4;
+      o.lean = run >= 4;
       auto const out = run_on(q, gemm::Variant::kSplitK, o, c);
       for (int r = 0; r < 16; ++r)
         for (std::int64_t j = 0; j < n; ++j) {
@@ -171,7 +171,7 @@ BOOST_AUTO_TEST_CASE(splitk_dequantizes_every_code_and_scale_byte_exactly) {
           bool const same = want == 0.0f ? (got & 0x7fffu) == 0 : got == float_to_bf16(want);
           BOOST_REQUIRE_MESSAGE(same, "code " << code << " scale byte " << int(s) << " ks " << ks
                                               << " tiled scales " << tiled_scales << " lean "
-                                              << o.lean_activations << ": got bf16 bits " << got);
+                                              << o.lean << ": got bf16 bits " << got);
           covered.insert({code, s});
         }
     }
@@ -222,15 +222,15 @@ std::vector<std::uint16_t> check_layout(WeightFormat f, std::int64_t T, std::int
                      "two CTAs per SM, ks=" << ks << " pre=" << pre);
         }
         // The tiled scale layout (the tscale candidate, its own kernel) gives the same bits, with
-        // and without the lean activation loads.
+        // and without the lean loads.
         if (f == WeightFormat::kFp4) {
           auto const pt = decode_bench::params(w, l, a.get(), c.get(), n, fp4::ScaleLayout::kTiled);
           BOOST_TEST(run_on(pt, gemm::Variant::kSplitK, o, c) == out,
                      "tiled scales, ks=" << ks << " pre=" << pre);
           gemm::DecodeOptions lean = o;
-          lean.lean_activations = true;
+          lean.lean = true;
           BOOST_TEST(run_on(pt, gemm::Variant::kSplitK, lean, c) == out,
-                     "tiled scales, lean activations, ks=" << ks << " pre=" << pre);
+                     "tiled scales, lean loads, ks=" << ks << " pre=" << pre);
           if (ks > 0) {
             gemm::DecodeOptions two = o;
             two.pdl.ctas_per_sm = 2;
@@ -336,7 +336,7 @@ BOOST_AUTO_TEST_CASE(splitk_skips_tiles_of_no_expert_and_is_deterministic_under_
         DeviceBuffer stamps(static_cast<std::size_t>(gemm::num_ctas(p, gemm::Variant::kSplitK)) *
                             32);
         o.pdl.stamps = stamps.as<std::int64_t>();
-        // fp4 three times: scales row-major, then tiled, then tiled with lean activation loads
+        // fp4 three times: scales row-major, then tiled, then tiled with lean loads
         // (the tscale kernels take every knob too).
         for (int run = 0; run < 3; ++run) {
           fp4::ScaleLayout const sl =
@@ -345,11 +345,10 @@ BOOST_AUTO_TEST_CASE(splitk_skips_tiles_of_no_expert_and_is_deterministic_under_
             continue;
           stamps.poison();
           auto const q = decode_bench::params(w, l, a.get(), c.get(), 256, sl);
-          o.lean_activations = run == 2;
+          o.lean = run == 2;
           auto const out = run_on(q, gemm::Variant::kSplitK, o, c);
           BOOST_TEST(out == ref, "trigger " << trigger_name(t) << " pdl " << pdl << " scales "
-                                            << fp4::scale_layout_name(sl) << " lean "
-                                            << o.lean_activations);
+                                            << fp4::scale_layout_name(sl) << " lean " << o.lean);
           auto const st = stamps.download<std::int64_t>();
           for (std::size_t i = 0; i < st.size(); i += 4) {
             BOOST_REQUIRE(st[i] > 0 && st[i + 1] >= st[i] && st[i + 3] >= st[i + 1]);

@@ -120,11 +120,11 @@ audit::Launches moefin_launches(chain::LayerPlan const& plan, MoefinLaunchOption
     throw InputError("audit: GEMM implementation " + gemm_impl + " has no kernel symbol");
   if (o.tiled_scales && gemm_impl != chain::kDecodeGemmFp4)
     throw InputError("audit: tiled scales are a layout of fp4 weights, not of GEMM " + gemm_impl);
-  if (o.lean_activations && !o.tiled_scales)
-    throw InputError("audit: lean activations are built into the tiled-scale kernel only");
+  if (o.lean && !o.tiled_scales)
+    throw InputError("audit: lean loads are built into the tiled-scale kernel only");
   std::string const gemm =
       o.tiled_scales ? "moefin::gemm::decode_gemm_tscale_kernel<" + std::to_string(o.tile_m / 8) +
-                           ", " + (o.lean_activations ? "true" : "false") + ">"
+                           ", " + (o.lean ? "true" : "false") + ">"
       : decode ? std::string("moefin::gemm::decode_gemm_kernel<(moefin::gemm::WeightFormat)") +
                      (gemm_impl == chain::kDecodeGemmFp4 ? "1" : "0") + ", " +
                      std::to_string(o.tile_m / 8) + ", true>"

@@ -23,10 +23,10 @@ struct MoefinLaunchOptions {
   std::int64_t num_experts = 256; // the decode routing's routing_fast_kernel<scores per lane>
   std::int64_t tile_m = 16; // grouped_gemm_kernel<tile_m / 16>, decode_gemm_kernel<., tile_m / 8>
   // fp4 decode GEMMs with tiled scales (fp4::ScaleLayout::kTiled): decode_gemm_tscale_kernel
-  // <tile_m / 8, lean_activations>; an InputError for another GEMM implementation, or for
-  // lean_activations without tiled_scales.
+  // <tile_m / 8, lean>; an InputError for another GEMM implementation, or for
+  // lean without tiled_scales.
   bool tiled_scales = false;
-  bool lean_activations = false;
+  bool lean = false;
   std::int64_t top_k = 8; // vecload's unroll (4, 2 or 1: whichever divides K)
   bool swiglu = true;     // activation_kernel<kSwiGlu> or <kRelu2>
   int iterations = chain::kVerifierIterations;

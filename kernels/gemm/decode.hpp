@@ -59,7 +59,7 @@ struct DecodeOptions {
   // padding rows' lanes keeping stale registers instead of zeroing them, and the scales placed
   // as bf16 bits instead of converted (decode_kernels.cuh, kLean): fewer instructions per
   // stage, the same output bits.
-  bool lean_activations = false;
+  bool lean = false;
 };
 
 /// Throws InputError naming the field: the grouped GEMM's limits of gemm::validate for kTiled
@@ -67,7 +67,7 @@ struct DecodeOptions {
 /// or 16, max_rows a multiple of tile_m, ldc >= n, pointers set (scales and global_scale for
 /// fp4), a forced split_k that divides the k steps, grid_ctas in 0..num_ctas (kTiled: 0), deep
 /// only for fp4 at tile 16 with math and one CTA per SM; scale layout kTiled only for fp4 with
-/// kSplitK, without deep or loads_only, scales aligned to 16 bytes; lean_activations only with
+/// kSplitK, without deep or loads_only, scales aligned to 16 bytes; lean only with
 /// scale layout kTiled.
 void validate(DecodeGemmParams const& p, Variant v, DecodeOptions const& o = {});
 

@@ -34,7 +34,7 @@ DecodeCandidate parse_candidate(std::string const& spec, std::string const& flag
                  : knob == "cta2"   ? cta2
                  : knob == "deep"   ? c.deep
                  : knob == "tscale" ? c.tiled_scales
-                                    : c.lean_activations;
+                                    : c.lean;
       if (on)
         reject(flag, spec, "repeats " + knob);
       on = true;
@@ -52,7 +52,7 @@ DecodeCandidate parse_candidate(std::string const& spec, std::string const& flag
     reject(flag, spec,
            "combines tscale (built for the default pipeline, with math) with deep or "
            "loads");
-  if (c.lean_activations && !c.tiled_scales)
+  if (c.lean && !c.tiled_scales)
     reject(flag, spec, "has lean without tscale (built into the tiled-scale kernel only)");
   c.ctas_per_sm = cta2 ? 2 : 0;
   c.name = "sk";
@@ -64,7 +64,7 @@ DecodeCandidate parse_candidate(std::string const& spec, std::string const& flag
     c.name += "+deep";
   if (c.tiled_scales)
     c.name += "+tscale";
-  if (c.lean_activations)
+  if (c.lean)
     c.name += "+lean";
   if (c.split_k != 0)
     c.name += "+ks" + std::to_string(c.split_k);
@@ -113,7 +113,7 @@ DecodeOptions candidate_options(DecodeCandidate const& c, DecodeOptions base) {
   base.split_k = c.split_k;
   base.loads_only = c.loads_only;
   base.deep = c.deep;
-  base.lean_activations = c.lean_activations;
+  base.lean = c.lean;
   if (c.ctas_per_sm > 0)
     base.pdl.ctas_per_sm = c.ctas_per_sm;
   return base;

@@ -17,7 +17,7 @@
 //   lean                with tscale only: the activations' address formed once per unit, loads
 //                       at immediate offsets, padding rows' lanes keep stale registers instead
 //                       of zeroing them, scales placed as bf16 bits instead of converted
-//                       (DecodeOptions::lean_activations)
+//                       (DecodeOptions::lean)
 // The chain (core/ops/layer_plan.hpp) keeps the current policy. Host-only, no CUDA.
 
 #include "kernels/gemm/decode.hpp"
@@ -36,7 +36,7 @@ struct DecodeCandidate {
   bool loads_only = false;
   bool deep = false;
   bool tiled_scales = false;
-  bool lean_activations = false;
+  bool lean = false;
 };
 
 /// The longest candidate name (the variant columns of the sweep's tables hold 15 characters).
@@ -64,7 +64,7 @@ inline fp4::ScaleLayout candidate_layout(DecodeCandidate const& c) {
 
 /// The candidates of scripts/gpu/gemm_bw.sh: every split, two CTAs per SM with the plan's split
 /// and with the two deepest splits, the deep fp4 pipeline, the tiled fp4 scales alone and with
-/// two CTAs per SM, with lean activation loads, and the loads-only diagnostic with two CTAs per
+/// two CTAs per SM, with lean loads, and the loads-only diagnostic with two CTAs per
 /// SM.
 inline constexpr char const* kDefaultCandidates =
     "ks1,ks2,ks4,ks8,cta2,cta2+ks4,cta2+ks8,deep,tscale,cta2+tscale,tscale+lean,loads+cta2";

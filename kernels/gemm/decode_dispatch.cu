@@ -28,8 +28,8 @@ void validate(DecodeGemmParams const& p, Variant v, DecodeOptions const& o) {
     if (reinterpret_cast<std::uintptr_t>(p.scales) % 16 != 0)
       reject("scale layout tiled needs scales aligned to 16 bytes (16-byte copies)");
   }
-  if (o.lean_activations && p.scale_layout != fp4::ScaleLayout::kTiled)
-    reject("lean_activations is built into the tiled-scale kernel only (scale layout tiled)");
+  if (o.lean && p.scale_layout != fp4::ScaleLayout::kTiled)
+    reject("lean is built into the tiled-scale kernel only (scale layout tiled)");
   if (v == Variant::kTiled) {
     if (p.format != WeightFormat::kBf16)
       reject(std::string("variant tiled reads bf16 weights only, not ") +
@@ -111,7 +111,7 @@ void run_decode(DecodeGemmParams const& p, Variant v, DecodeOptions const& o, St
     launch_kernel(kernel, grid, dim3(DecodePolicy::kThreads), smem, stream, o.pdl.pdl, p, args, k);
   };
   bool const fp4 = p.format == WeightFormat::kFp4;
-  if (p.scale_layout == fp4::ScaleLayout::kTiled && o.lean_activations)
+  if (p.scale_layout == fp4::ScaleLayout::kTiled && o.lean)
     p.gemm.tile_m == 8 ? launch(decode_gemm_tscale_kernel<1, true>)
                        : launch(decode_gemm_tscale_kernel<2, true>);
   else if (p.scale_layout == fp4::ScaleLayout::kTiled)

@@ -79,7 +79,7 @@ namespace decode {
 /// warp. See decode.hpp for the work division and the top of this file for the operand layout.
 /// kMath false is the diagnostic that makes every load and store but no dequantization or MMA
 /// (DecodeOptions::loads_only). kScales: where fp4 scales are read from (ScaleStaging). kLean
-/// (DecodeOptions::lean_activations, built with kScales kTiled only): the activations' row
+/// (DecodeOptions::lean, built with kScales kTiled only): the activations' row
 /// address is formed once per unit, each stage adds its k offset and loads at immediate offsets
 /// from one 64-bit address, and a lane whose token row is padding skips its load and keeps its
 /// old registers (zeros at first) instead of zeroing them: column n of an MMA's output depends
@@ -507,7 +507,7 @@ __global__ void __launch_bounds__(DecodePolicy::kThreads, 1)
 }
 
 /// DecodeGemmParams::scale_layout kTiled (the `tscale` candidate): fp4 at tile 8 (kNT 1) or 16,
-/// with math, the default depth; kLean: DecodeOptions::lean_activations (the `lean` knob). Its
+/// with math, the default depth; kLean: DecodeOptions::lean (the `lean` knob). Its
 /// own name, so that the chain's kernels keep theirs.
 template <int kNT, bool kLean>
 __global__ void __launch_bounds__(DecodePolicy::kThreads, 2)
