@@ -3,6 +3,8 @@ GEMM's source, the reader of `nvdisasm -gi` (source frames, labels), the main lo
 of its instructions into one stage and once per unit, on a hand-written disassembly; and the
 ptxas -v reader it shares with scripts/sass_facts.py."""
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -116,3 +118,41 @@ ptxas info    : Function properties for _Z1bv
 ptxas info    : Used 40 registers, 1024 bytes smem
 """
     assert sf.parse_ptxas(text) == {"_Z1av": [128, 0, 12], "_Z1bv": [40, 1024, 0]}
+
+
+def test_the_tool_on_this_tree_counts_each_kernel_s_stage(tmp_path):
+    # The real compile and disassembly (nvcc and nvdisasm, both installed by scripts/setup.sh):
+    # the per-stage counts must show the loop's fixed structure, or the main loop or the unit
+    # regions were found wrongly. A stage is 128 k (fp4) or 32 k (bf16) of 2 m16 tiles: 16 or 4
+    # MMAs per n8 token tile; fp4 dequantizes 64 pairs with one HMUL2 each.
+    m = load("sass_stage_mix")
+    nvcc = os.environ.get("NVCC", "/usr/local/cuda/bin/nvcc")
+    nvdisasm = os.environ.get("NVDISASM", os.path.join(ROOT, ".deps", "tools", "bin", "nvdisasm"))
+    if not (os.access(nvcc, os.X_OK) and os.access(nvdisasm, os.X_OK)):
+        pytest.skip("nvcc or nvdisasm not installed (scripts/setup.sh installs nvdisasm)")
+    out = tmp_path / "decode_sass.txt"
+    subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "sass_stage_mix.py"),
+                    "--out", str(out), "--nvcc", nvcc, "--nvdisasm", nvdisasm], check=True,
+                   capture_output=True, text=True)
+    lines = out.read_text().splitlines()
+    head = lines.index(next(x for x in lines if x.startswith("kernel")))
+    cols = lines[head].split("  ")
+    cols = [c.strip() for c in cols if c.strip()]
+    rows = {}
+    for line in lines[head + 1:]:
+        cells = [c.strip() for c in line.split("  ") if c.strip()]
+        rows[cells[0]] = dict(zip(cols, cells))
+    assert set(rows) == {"bf16 tile 8", "bf16 tile 16", "bf16 tile 16 loads-only", "fp4 tile 8",
+                         "fp4 tile 16", "fp4 tile 16 loads-only", "fp4 tile 16 deep",
+                         "fp4 tile 8 tscale", "fp4 tile 16 tscale", "fp4 tile 8 tscale lean",
+                         "fp4 tile 16 tscale lean"}
+    for label, r in rows.items():
+        tiles = 1 if "tile 8" in label else 2
+        loads_only = "loads-only" in label
+        fp4 = label.startswith("fp4")
+        assert int(r["HMMA"]) == (0 if loads_only else (16 if fp4 else 4) * tiles), label
+        if fp4 and not loads_only:
+            assert int(r["HMUL2"]) >= 64, label
+        # Weight copies: 4 a stage; fp4 scales: 2 more row-major, 1 tiled.
+        assert int(r["LDGSTS"]) == 4 + (0 if not fp4 else 1 if "tscale" in label else 2), label
+        assert int(r["per stage"]) > 0 and int(r["per unit"]) > 0, label
