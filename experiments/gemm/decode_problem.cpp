@@ -14,10 +14,19 @@
 
 namespace moefin::decode_bench {
 
+namespace {
+
+/// The bound of the source weights: 1 / sqrt(k).
+float weight_bound(std::int64_t k) {
+  return 1.0f / std::sqrt(static_cast<float>(k));
+}
+
+} // namespace
+
 ExpertWeights::ExpertWeights(gemm::WeightFormat f, std::int64_t experts, std::int64_t n,
                              std::int64_t k, std::uint64_t seed)
     : format_(f), experts_(experts), n_(n), k_(k), seed_(seed) {
-  float const scale = 1.0f / std::sqrt(static_cast<float>(k));
+  float const scale = weight_bound(k);
   std::size_t const count = static_cast<std::size_t>(experts * n * k);
   if (f == gemm::WeightFormat::kFp4) {
     values_ = dev::Buffer(count / 2);
@@ -25,11 +34,6 @@ ExpertWeights::ExpertWeights(gemm::WeightFormat f, std::int64_t experts, std::in
     global_ = dev::Buffer(static_cast<std::size_t>(experts) * 4);
     gemm::fill_fp4(values_.get(), scales_.get(), global_.get<float>(), experts, n, k, seed, scale,
                    nullptr);
-    if (n % fp4::kTileRows == 0 && k % fp4::kTileK == 0) {
-      scales_tiled_ = dev::Buffer(count / fp4::kBlock);
-      gemm::fill_fp4(nullptr, scales_tiled_.get(), global_.get<float>(), experts, n, k, seed, scale,
-                     nullptr, fp4::ScaleLayout::kTiled);
-    }
   } else {
     values_ = dev::Buffer(count * 2);
     gemm::fill_random_bf16(values_.get(), static_cast<std::int64_t>(count), seed, 0.05f, 1.0f,
@@ -41,10 +45,17 @@ ExpertWeights::ExpertWeights(gemm::WeightFormat f, std::int64_t experts, std::in
 std::uint8_t const* ExpertWeights::scales(fp4::ScaleLayout l) const {
   if (l != fp4::ScaleLayout::kTiled)
     return scales_.get<std::uint8_t>();
-  if (scales_tiled_.bytes() == 0)
+  if (format_ != gemm::WeightFormat::kFp4 || n_ % fp4::kTileRows != 0 || k_ % fp4::kTileK != 0)
     throw InputError("decode weights: no tiled scales for " +
                      std::string(gemm::weight_format_name(format_)) + " n " + std::to_string(n_) +
                      ", k " + std::to_string(k_) + " (fp4 with n a multiple of 16, k of 128)");
+  if (scales_tiled_.bytes() == 0) {
+    // Made on first use: the same quantizer, the scales only (and the same global scales).
+    scales_tiled_ = dev::Buffer(scales_.bytes());
+    gemm::fill_fp4(nullptr, scales_tiled_.get(), global_.get<float>(), experts_, n_, k_, seed_,
+                   weight_bound(k_), nullptr, fp4::ScaleLayout::kTiled);
+    MOEFIN_CUDA_CHECK(cudaDeviceSynchronize());
+  }
   return scales_tiled_.get<std::uint8_t>();
 }
 

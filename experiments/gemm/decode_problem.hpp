@@ -22,8 +22,8 @@ struct HostWeights {
 
 /// One GEMM's weights for every expert, [experts][n][k], on the device: bf16 uniform in
 /// +-[0.05, 1] / sqrt(k) (gemm::fill_random_bf16, as the chain's), or fp4 from the seeded
-/// quantizer of core/fp4.hpp with source weights bounded by 1 / sqrt(k), its scales in both
-/// layouts (fp4::ScaleLayout; the tiled copy where n and k allow it).
+/// quantizer of core/fp4.hpp with source weights bounded by 1 / sqrt(k), its scales row-major
+/// (and, made on first use, tiled: fp4::ScaleLayout).
 class ExpertWeights {
 public:
   ExpertWeights(gemm::WeightFormat f, std::int64_t experts, std::int64_t n, std::int64_t k,
@@ -34,7 +34,8 @@ public:
   std::int64_t k() const { return k_; }
   std::uint64_t seed() const { return seed_; }
   void const* values() const { return values_.get(); }
-  /// The scales in layout l; throws InputError for kTiled where n or k do not allow it.
+  /// The scales in layout l (kTiled: generated on the first call); throws InputError for kTiled
+  /// on bf16 weights or where n or k do not allow it.
   std::uint8_t const* scales(fp4::ScaleLayout l = fp4::ScaleLayout::kRowMajor) const;
   float const* global() const { return global_.get<float>(); }
   /// Bytes of one expert as stored (values and scales): what a GEMM reads per active expert.
@@ -46,7 +47,8 @@ private:
   gemm::WeightFormat format_;
   std::int64_t experts_, n_, k_;
   std::uint64_t seed_;
-  dev::Buffer values_, scales_, scales_tiled_, global_;
+  dev::Buffer values_, scales_, global_;
+  mutable dev::Buffer scales_tiled_; // scales(kTiled)
 };
 
 /// The layout of one routing (reference routing of chain::router_scores(seed)) with tile `tile`,
