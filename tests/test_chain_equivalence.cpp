@@ -3,10 +3,12 @@
 // visible, replays deterministic, and stamps in the order the knobs ask for.
 #include "tests/gpu_main.hpp"
 
+#include "core/fp4.hpp"
 #include "core/rng.hpp"
 #include "experiments/chain/reference_chain.hpp"
 #include "experiments/chain/run.hpp"
 #include "kernels/chain/chain.hpp"
+#include "kernels/common/cuda_check.hpp"
 #include "reference/kokkos_env.hpp"
 
 using namespace moefin;
@@ -178,4 +180,59 @@ BOOST_AUTO_TEST_CASE(stamps_follow_the_trigger_placements) {
   r.run_batch(early, true);
   ChainConfig const after = preset_config(Preset::kSeedAfter);
   check_stamps(r.stamp_layers(after, true), after);
+}
+
+BOOST_AUTO_TEST_CASE(fp4_chain_with_tiled_scales_gives_the_row_major_bits_and_the_reference) {
+  // The decode-fp4 chain reads its scales in 16 x 128 tiles by default (LayerWeights'
+  // scale_layout, decode_gemm_tscale_kernel); the same weights with row-major scales take the
+  // row-major kernel. Every buffer of every layer must hash the same, PDL on and off, and the
+  // output stay within the reference's tolerance.
+  LayerShape const s = small_shape();
+  LayerWeights const tiled(s, 12, "fp4");
+  LayerWeights const rowmajor(s, 12, "fp4", fp4::ScaleLayout::kRowMajor);
+  BOOST_TEST_REQUIRE((tiled.scale_layout() == fp4::ScaleLayout::kTiled));
+  BOOST_TEST_REQUIRE((rowmajor.scale_layout() == fp4::ScaleLayout::kRowMajor));
+  // download() gives the row-major scales whatever the layout (the reference reads them); the
+  // GEMMs' copy holds the same bytes where fp4::scale_offset puts them, in another order.
+  for (int g : {1, 2}) {
+    auto const rm = rowmajor.download(g, 0).scales; // expert 0: the first rows and tiles
+    BOOST_TEST_REQUIRE((tiled.download(g, 0).scales == rm));
+    std::int64_t const k = g == 1 ? s.hidden : s.inter;
+    std::vector<std::uint8_t> dev(rm.size());
+    MOEFIN_CUDA_CHECK(cudaMemcpy(dev.data(), tiled.scales(g), dev.size(), cudaMemcpyDeviceToHost));
+    BOOST_TEST((dev != rm));
+    std::int64_t const row_blocks = k / fp4::kBlock;
+    for (std::size_t b = 0; b < rm.size(); ++b)
+      BOOST_REQUIRE_EQUAL(dev[static_cast<std::size_t>(fp4::scale_offset(
+                              fp4::ScaleLayout::kTiled, static_cast<std::int64_t>(b) / row_blocks,
+                              static_cast<std::int64_t>(b) % row_blocks, k))],
+                          rm[b]);
+  }
+  for (std::int64_t tile_m : {8, 16})
+    for (std::int64_t T : {1, 4, 16}) {
+      RunnerOptions o;
+      o.tokens = T;
+      o.tile_m = tile_m;
+      o.iterations = 8;
+      o.hidden_seed = 5;
+      ChainRunner a(tiled, o), b(rowmajor, o);
+      a.set_routings(seeds_for(s, T, 8));
+      b.set_routings(seeds_for(s, T, 8));
+      for (Preset p : {Preset::kSeedAfter, Preset::kSafe})
+        for (bool pdl : {false, true}) {
+          ChainConfig const cfg = preset_config(p);
+          auto const x = a.run_batch(cfg, pdl);
+          auto const y = b.run_batch(cfg, pdl);
+          BOOST_TEST(x.slots == y.slots, preset_name(p)
+                                             << " T=" << T << " tile " << tile_m << " pdl " << pdl);
+        }
+      ChainConfig const cfg = preset_config(Preset::kSeedAfter);
+      a.run_batch(cfg, true);
+      auto const bytes = a.download(Buffer::kOut);
+      auto const ref = chain_run::reference_output(a.plan(cfg), tiled, T, a.routings().back(),
+                                                   a.hidden_states());
+      double const err = chain_run::max_rel_err(
+          reinterpret_cast<std::uint16_t const*>(bytes.data()), ref.data(), ref.size());
+      BOOST_TEST(err <= 1e-2, "fp4 T=" << T << " tile " << tile_m << ": max error " << err);
+    }
 }

@@ -3,6 +3,7 @@
 // placements; prints the seed-format tables beside the published ones.
 
 #include "core/ops/errors.hpp"
+#include "core/ops/scale_layout.hpp"
 #include "core/rng.hpp"
 #include "core/stats.hpp"
 #include "experiments/chain/run.hpp"
@@ -131,7 +132,12 @@ int sweep_layer(cli::Args const& args) {
                               "interleaved rounds, 3..1000")(
       "layers", po::value<int>()->default_value(16),
       "layers per CUDA graph (each on its own routing), 1..4096")(
-      "tile-m", po::value<std::int64_t>()->default_value(16), "GEMM row tile: 16, 32, 64, 128 (bf16-tiled), 8 or 16 (bf16, fp4)")(
+      "tile-m", po::value<std::int64_t>()->default_value(16),
+      "GEMM row tile: 16, 32, 64, 128 (bf16-tiled), 8 or 16 (bf16, fp4)")(
+      "fp4-scales", po::value<std::string>()->default_value("tiled"),
+      "where fp4 weights' scales lie for the GEMMs: tiled (16 x 128 tiles, the chain's default) "
+      "or rowmajor (as before 2026-12-05); the same output bits, another speed. Recorded as the "
+      "file attribute fp4_scales")(
       "stamps", po::value<std::string>()->implicit_value("all"),
       "--stamps[=T,..]: after the timed rounds, replay the graph of each configuration (of these "
       "token counts; all when none are given) once more with per-CTA stamps and store its last "
@@ -184,6 +190,11 @@ int sweep_layer(cli::Args const& args) {
   int const layers = vm["layers"].as<int>();
   cli::check_range("--layers", layers, 1, 4096);
   std::int64_t const tile_m = vm["tile-m"].as<std::int64_t>();
+  std::string const fp4_scales = vm["fp4-scales"].as<std::string>();
+  if (fp4_scales != "tiled" && fp4_scales != "rowmajor")
+    throw InputError("--fp4-scales: value '" + fp4_scales + "' not one of {tiled, rowmajor}");
+  fp4::ScaleLayout const scale_layout =
+      fp4_scales == "tiled" ? fp4::ScaleLayout::kTiled : fp4::ScaleLayout::kRowMajor;
   // Token counts whose configurations get a stamped replay.
   std::vector<std::int64_t> stamp_tokens;
   if (vm.count("stamps"))
@@ -205,10 +216,9 @@ int sweep_layer(cli::Args const& args) {
     shape_of[s.name] = s;
     shape_names.push_back(s.name);
   }
-  bench::Benchmark const bench =
-      layer_benchmark(shape_names, shape_of, formats, tokens,
-                      finalize_rows(vm["finalize"].as<std::string>(), flavour, formats), rounds,
-                      layers);
+  bench::Benchmark const bench = layer_benchmark(
+      shape_names, shape_of, formats, tokens,
+      finalize_rows(vm["finalize"].as<std::string>(), flavour, formats), rounds, layers);
   if (vm.count("list")) {
     bench.list(std::cout);
     return kExitOk;
@@ -220,6 +230,7 @@ int sweep_layer(cli::Args const& args) {
   std::uint64_t const seed = file.seed();
   chain_run::record(residency, file);
   chain_run::record_flavour(flavour, file);
+  file.set_attr("/", "fp4_scales", fp4::scale_layout_name(scale_layout));
   // Numbered on from the timelines a resumed file already holds.
   std::int64_t timelines = 0;
   while (file.has_group("timeline_layer_" + std::to_string(timelines)))
@@ -233,8 +244,8 @@ int sweep_layer(cli::Args const& args) {
     std::string const format = u.config.str("weights_format");
     if (weights_of != shape.name + " " + format) {
       weights.reset();
-      weights =
-          std::make_unique<chain::LayerWeights>(shape, chain::weight_seed(seed, shape), format);
+      weights = std::make_unique<chain::LayerWeights>(shape, chain::weight_seed(seed, shape),
+                                                      format, scale_layout);
       weights_of = shape.name + " " + format;
     }
     chain::RunnerOptions ro;

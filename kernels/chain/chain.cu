@@ -56,11 +56,17 @@ void device_free(void* p) {
 
 } // namespace
 
-LayerWeights::LayerWeights(LayerShape const& shape, std::uint64_t seed, std::string const& format)
+LayerWeights::LayerWeights(LayerShape const& shape, std::uint64_t seed, std::string const& format,
+                           fp4::ScaleLayout scale_layout)
     : shape_(shape), format_(format), flavour_(flavour_for_format(format)) {
   if (!flavour_)
     throw InputError("weights format '" + format + "' not one of {bf16-tiled, bf16, fp4}");
+  if (scale_layout != fp4::ScaleLayout::kRowMajor && scale_layout != fp4::ScaleLayout::kTiled)
+    throw InputError("fp4 scale layout " + std::to_string(static_cast<int>(scale_layout)) +
+                     " is neither row-major nor tiled");
   validate(shape, 1, 16);
+  if (fp4())
+    scale_layout_ = scale_layout; // fp4 k is a multiple of 128 and n of 16 (checked below)
   w_[0].n = shape.gemm1_n();
   w_[0].k = shape.hidden;
   w_[1].n = shape.hidden;
@@ -81,6 +87,13 @@ LayerWeights::LayerWeights(LayerShape const& shape, std::uint64_t seed, std::str
         m.global = static_cast<float*>(
             device_alloc(static_cast<std::size_t>(shape.experts) * 4, "fp4 global scales"));
         gemm::fill_fp4(m.values, m.scales, m.global, shape.experts, m.n, m.k, s, scale, nullptr);
+        if (scale_layout_ == fp4::ScaleLayout::kTiled) {
+          // The same quantizer, the scales only, stored in tiles (and the same global scales).
+          m.scales_tiled = static_cast<std::uint8_t*>(
+              device_alloc(static_cast<std::size_t>(count / fp4::kBlock), "fp4 tiled scales"));
+          gemm::fill_fp4(nullptr, m.scales_tiled, m.global, shape.experts, m.n, m.k, s, scale,
+                         nullptr, fp4::ScaleLayout::kTiled);
+        }
       } else {
         m.values = device_alloc(static_cast<std::size_t>(count) * 2, i ? "w2" : "w1");
         gemm::fill_random_bf16(m.values, count, s, 0.05f, 1.0f, scale, nullptr);
@@ -91,6 +104,7 @@ LayerWeights::LayerWeights(LayerShape const& shape, std::uint64_t seed, std::str
     for (Matrix& m : w_) {
       device_free(m.values);
       device_free(m.scales);
+      device_free(m.scales_tiled);
       device_free(m.global);
     }
     throw;
@@ -102,6 +116,7 @@ LayerWeights::~LayerWeights() {
   for (Matrix& m : w_) {
     device_free(m.values);
     device_free(m.scales);
+    device_free(m.scales_tiled);
     device_free(m.global);
   }
 }
@@ -119,7 +134,8 @@ __global__ void swap_halves_kernel(std::uint16_t const* src, std::uint16_t* dst,
   std::int64_t const n = experts * 2 * inter * hidden;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    std::int64_t const h = i % hidden, row = (i / hidden) % (2 * inter), e = i / (hidden * 2 * inter);
+    std::int64_t const h = i % hidden, row = (i / hidden) % (2 * inter),
+                       e = i / (hidden * 2 * inter);
     std::int64_t const from = (row + inter) % (2 * inter);
     dst[i] = src[(e * 2 * inter + from) * hidden + h];
   }
@@ -418,6 +434,7 @@ LayerParams ChainRunner::Impl::layer(int it) const {
     d.format = w->fp4() ? gemm::WeightFormat::kFp4 : gemm::WeightFormat::kBf16;
     if (w->fp4()) {
       d.scales = w->scales(which);
+      d.scale_layout = w->scale_layout();
       d.global_scale = w->global(which);
     }
     return d;
@@ -509,8 +526,8 @@ void ChainRunner::Impl::validate_released(LayerPlan const& plan, LayerParams con
   try {
     released_kernels()->check_routing(l0.routing);
   } catch (InputError const& e) {
-    throw InputError("--flavour released: shape " + w->shape().name + " at T=" +
-                     std::to_string(o.tokens) + ": " + e.what());
+    throw InputError("--flavour released: shape " + w->shape().name +
+                     " at T=" + std::to_string(o.tokens) + ": " + e.what());
   }
 }
 
@@ -531,12 +548,11 @@ void ChainRunner::Impl::enqueue_layer(std::vector<LaunchDescriptor> const& launc
         rk->routing(l.routing, tile_row_limit, num_tiles, knobs.pdl, stream);
         continue;
       case Kernel::kPermute:
-        rk->permute(l.permute, l.routing.expanded_to_permuted, w->shape().top_k, knobs.pdl,
-                    stream);
+        rk->permute(l.permute, l.routing.expanded_to_permuted, w->shape().top_k, knobs.pdl, stream);
         continue;
       case Kernel::kActivation:
-        rk->activation(l.act, l.routing.expanded_to_permuted, o.tokens, w->shape().top_k,
-                       knobs.pdl, stream);
+        rk->activation(l.act, l.routing.expanded_to_permuted, o.tokens, w->shape().top_k, knobs.pdl,
+                       stream);
         continue;
       case Kernel::kFinalize:
         break; // a released finalize variant runs through finalize::run like any other

@@ -15,6 +15,7 @@
 #include "core/chain/shape.hpp"
 #include "core/ops/chain_knobs.hpp"
 #include "core/ops/layer_plan.hpp"
+#include "core/ops/scale_layout.hpp"
 #include "kernels/finalize/finalize.hpp"
 
 #include <cstdint>
@@ -36,10 +37,15 @@ int buffer_element_bytes(Buffer b);
 /// bf16-tiled and bf16: bf16 uniform in +-[0.05, 1] / sqrt(k), never zero (the same values for
 /// both); fp4: the seeded quantizer of core/fp4.hpp (gemm::fill_fp4) with source weights bounded
 /// by 1 / sqrt(k), values [E, n, k / 2], e4m3 scales [E, n, k / 16], fp32 global scales [E].
+/// fp4 scales are generated row-major (what download() returns and the reference reads) and,
+/// with `scale_layout` kTiled (the default), also in 16 x 128 tiles (core/fp4.hpp): the copy the
+/// chain's decode GEMMs read (decode_gemm_tscale_kernel, the `tscale` candidate of `sweep gemm`,
+/// whose output bits are the row-major kernel's; test_decode_gpu, test_chain_equivalence).
 class LayerWeights {
 public:
   LayerWeights(LayerShape const& shape, std::uint64_t seed,
-               std::string const& format = kDefaultWeightsFormat);
+               std::string const& format = kDefaultWeightsFormat,
+               fp4::ScaleLayout scale_layout = fp4::ScaleLayout::kTiled);
   ~LayerWeights();
   LayerWeights(LayerWeights const&) = delete;
   LayerWeights& operator=(LayerWeights const&) = delete;
@@ -51,8 +57,14 @@ public:
   bool fp4() const { return format_ == "fp4"; }
   void const* w1() const { return w_[0].values; }
   void const* w2() const { return w_[1].values; }
-  std::uint8_t const* scales(int gemm) const { return w_[gemm - 1].scales; } // fp4 only
-  float const* global(int gemm) const { return w_[gemm - 1].global; }        // fp4 only
+  /// fp4 only: the scales of GEMM `gemm` in the layout the chain's GEMMs read (scale_layout()).
+  std::uint8_t const* scales(int gemm) const {
+    Matrix const& m = w_[gemm - 1];
+    return m.scales_tiled != nullptr ? m.scales_tiled : m.scales;
+  }
+  /// kTiled for fp4 weights built with it, else kRowMajor.
+  fp4::ScaleLayout scale_layout() const { return scale_layout_; }
+  float const* global(int gemm) const { return w_[gemm - 1].global; } // fp4 only
   /// w1 with the two halves of each expert's output rows swapped (gate second), made on first use
   /// (the released chain flavour: ChainFlavour::gate_second); SwiGLU shapes on bf16 weights only.
   void const* w1_gate_second() const;
@@ -69,13 +81,15 @@ private:
   struct Matrix {
     std::int64_t n = 0, k = 0;
     void* values = nullptr;
-    std::uint8_t* scales = nullptr;
+    std::uint8_t* scales = nullptr;       // row-major
+    std::uint8_t* scales_tiled = nullptr; // kTiled (fp4 with that layout only)
     float* global = nullptr;
   };
   std::size_t value_bytes(Matrix const& m) const; // of one expert
   LayerShape shape_;
   std::string format_;
   ChainFlavour const* flavour_ = nullptr;
+  fp4::ScaleLayout scale_layout_ = fp4::ScaleLayout::kRowMajor;
   Matrix w_[2];
   mutable void* w1_gate_second_ = nullptr; // w1_gate_second(), made on first use
 };

@@ -63,13 +63,7 @@ for phase in $phases; do
     build_phase "moefin test_decode_gpu"
     ;;
   test)
-    (($(left) < 100)) && { say "test: $(left)s left, needs ~100s: skipped"; continue; }
-    say "test: build-device/tests/test_decode_gpu"
-    timeout 150 build-device/tests/test_decode_gpu > "$out/decode_gpu_test.txt" 2>&1
-    rc=$?
-    tail -3 "$out/decode_gpu_test.txt" | tee -a "$log"
-    say "test: exit $rc"
-    ((rc == 0)) && mark_done test
+    test_phase test_decode_gpu "$out/decode_gpu_test.txt"
     ;;
   sweep)
     # One sweep per routing tile of GEMM_BW_TILES, each in its own file (gemm_bw.h5 for the

@@ -46,3 +46,16 @@ build_phase() {
   fi
   SECONDS=0
 }
+
+# test_phase TEST FILE: build-device/tests/TEST (at most 150 s) into FILE, its last lines in the
+# log, "done: test" when it passes; skipped with a line when less than 100 s of the budget is left.
+test_phase() {
+  (($(left) < 100)) && { say "test: $(left)s left, needs ~100s: skipped"; return 2; }
+  say "test: build-device/tests/$1"
+  timeout 150 "build-device/tests/$1" > "$2" 2>&1
+  local rc=$?
+  tail -3 "$2" | tee -a "$log"
+  say "test: exit $rc"
+  ((rc == 0)) && mark_done test
+  return $rc
+}

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The layer chain with fp4 weights whose scales lie in 16 x 128 tiles (the chain's default since
+# 2026-12-05) against row-major scales, on the GPU machine, from the repository root (carry:
+# .deps; prebuilt binaries: MOEFIN_PREBUILT=1 scripts/device_prepare.sh). About 3-4 minutes after
+# the build. Correctness first: test_chain_equivalence (its fp4 case: the tiled chain's buffers
+# hash as the row-major chain's at tile 8 and 16, T = 1, 4, 16, PDL on and off, and the output is
+# within the reference's tolerance; and the rest of the chain's gpu test). Then `sweep layer`
+# three times in a row, fp4 only, at tile FP4_SCALES_TILE (default 8): row-major, tiled,
+# row-major again (A-B-A, so that a drift of the GPU between the runs shows). In $OUT:
+#   fp4_scales_log.txt     everything printed, "done: PHASE" per finished phase
+#   chain_test.txt         build-device/tests/test_chain_equivalence
+#   layer_rowmajor_1.h5, layer_tiled.h5, layer_rowmajor_2.h5   the three sweeps (attribute
+#                          fp4_scales names the layout)
+#   summary.txt            the three sweeps' tables
+# Variables: FP4_SCALES_BUDGET_S (default 240) seconds after the build; FP4_SCALES_TOKENS
+# (default 1,4,16); FP4_SCALES_PHASES (default: build test sweep).
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 1
+out=${OUT:-out/fp4_scales}
+budget=${FP4_SCALES_BUDGET_S:-240}
+phases=${FP4_SCALES_PHASES:-build test sweep}
+tokens=${FP4_SCALES_TOKENS:-1,4,16}
+tile=${FP4_SCALES_TILE:-8}
+mkdir -p "$out"
+log=$out/fp4_scales_log.txt
+touch "$log"
+tag=fp4_scales
+# shellcheck source=scripts/gpu/phases.sh
+source scripts/gpu/phases.sh
+start_log
+args=(sweep layer --tokens "$tokens" --weights-format fp4 --tile-m "$tile")
+for phase in $phases; do
+  case $phase in
+  build)
+    build_phase "moefin test_chain_equivalence"
+    ;;
+  test)
+    test_phase test_chain_equivalence "$out/chain_test.txt"
+    ;;
+  sweep)
+    # A bad flag stops here, on any host.
+    "$bin" "${args[@]}" --list > /dev/null 2>> "$log" || { say "sweep: flags refused"; continue; }
+    # Each run keeps ~60 s of the budget for each run after it (sweep layer has no time limit of
+    # its own; a SIGINT at the limit keeps its finished rows).
+    n=2
+    for run in rowmajor_1 tiled rowmajor_2; do
+      run "sweep-$run" 30 $((60 * n)) "$bin" "${args[@]}" --fp4-scales "${run%_*}" \
+        --out "$out/layer_$run.h5" && mark_done "sweep-$run"
+      n=$((n - 1))
+    done
+    ;;
+  *)
+    say "unknown phase '$phase'"
+    ;;
+  esac
+done
+{
+  for run in rowmajor_1 tiled rowmajor_2; do
+    f=$out/layer_$run.h5
+    [[ -f $f ]] || { echo "== layer_$run.h5: not written (log says why)"; continue; }
+    echo "== layer_$run.h5"
+    "$bin" sweep layer --print "$f"
+  done
+} > "$out/summary.txt" 2>&1
+say "finished; done: $(sed -n 's/^done: //p' "$log" | tr '\n' ' ')"
+exit 0
