@@ -642,6 +642,19 @@ BOOST_AUTO_TEST_CASE(the_decode_gemm_flavours_agree_with_their_binaries,
       }
   BOOST_TEST_MESSAGE(compared << " kernel descriptions of the decode flavours compared");
   BOOST_TEST(gemms >= 8u * 2u * 4u);
+  // Unset, the layout is the chain's: fp4 weights' scales tiled (chain::LayerWeights), so the
+  // decode-fp4 plan names the tiled-scale kernel and the bf16 one the plain decode kernel.
+  auto gemm1_symbol = [](char const* format) {
+    return audit_plan::moefin_launches(
+               chain::make_layer_plan(chain::preset_config(chain::Preset::kSeedAfter),
+                                      finalize::variant("small_batch", "audit"),
+                                      *chain::flavour_for_format(format)))
+        .launches[2]
+        .kernel;
+  };
+  BOOST_TEST(gemm1_symbol("fp4") == "moefin::gemm::decode_gemm_tscale_kernel<2, false>");
+  BOOST_TEST(gemm1_symbol("bf16") ==
+             "moefin::gemm::decode_gemm_kernel<(moefin::gemm::WeightFormat)0, 2, true>");
   // The tiled kernel is another symbol: a plan with another GEMM cannot name it.
   audit_plan::MoefinLaunchOptions o;
   o.tiled_scales = true;

@@ -118,13 +118,15 @@ audit::Launches moefin_launches(chain::LayerPlan const& plan, MoefinLaunchOption
   bool const decode = gemm_impl != chain::kTiledGemmBf16;
   if (decode && gemm_impl != chain::kDecodeGemmBf16 && gemm_impl != chain::kDecodeGemmFp4)
     throw InputError("audit: GEMM implementation " + gemm_impl + " has no kernel symbol");
-  if (o.tiled_scales && gemm_impl != chain::kDecodeGemmFp4)
+  bool const fp4_gemm = gemm_impl == chain::kDecodeGemmFp4;
+  if (o.tiled_scales.value_or(false) && !fp4_gemm)
     throw InputError("audit: tiled scales are a layout of fp4 weights, not of GEMM " + gemm_impl);
-  if (o.lean && !o.tiled_scales)
+  bool const tiled = o.tiled_scales.value_or(fp4_gemm);
+  if (o.lean && !tiled)
     throw InputError("audit: lean loads are built into the tiled-scale kernel only");
   std::string const gemm =
-      o.tiled_scales ? "moefin::gemm::decode_gemm_tscale_kernel<" + std::to_string(o.tile_m / 8) +
-                           ", " + (o.lean ? "true" : "false") + ">"
+      tiled ? "moefin::gemm::decode_gemm_tscale_kernel<" + std::to_string(o.tile_m / 8) + ", " +
+                  (o.lean ? "true" : "false") + ">"
       : decode ? std::string("moefin::gemm::decode_gemm_kernel<(moefin::gemm::WeightFormat)") +
                      (gemm_impl == chain::kDecodeGemmFp4 ? "1" : "0") + ", " +
                      std::to_string(o.tile_m / 8) + ", true>"

@@ -13,6 +13,7 @@
 #include "core/ops/finalize_variants.hpp"
 #include "core/ops/layer_plan.hpp"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,9 +24,10 @@ struct MoefinLaunchOptions {
   std::int64_t num_experts = 256; // the decode routing's routing_fast_kernel<scores per lane>
   std::int64_t tile_m = 16; // grouped_gemm_kernel<tile_m / 16>, decode_gemm_kernel<., tile_m / 8>
   // fp4 decode GEMMs with tiled scales (fp4::ScaleLayout::kTiled): decode_gemm_tscale_kernel
-  // <tile_m / 8, lean>; an InputError for another GEMM implementation, or for
-  // lean without tiled_scales.
-  bool tiled_scales = false;
+  // <tile_m / 8, lean>; false: decode_gemm_kernel (row-major scales). Unset: as the chain
+  // launches it (chain::LayerWeights' default layout: tiled for fp4, none for other GEMMs). An
+  // InputError for true with another GEMM implementation, or for lean without tiled scales.
+  std::optional<bool> tiled_scales;
   bool lean = false;
   std::int64_t top_k = 8; // vecload's unroll (4, 2 or 1: whichever divides K)
   bool swiglu = true;     // activation_kernel<kSwiGlu> or <kRelu2>
