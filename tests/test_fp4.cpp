@@ -351,6 +351,16 @@ BOOST_AUTO_TEST_CASE(the_check_passes_the_reference_and_fails_one_wrong_element)
   }
 }
 
+BOOST_AUTO_TEST_CASE(scale_layout_names_parse_back_and_nothing_else_does) {
+  for (fp4::ScaleLayout l : {fp4::ScaleLayout::kRowMajor, fp4::ScaleLayout::kTiled}) {
+    auto const back = fp4::scale_layout_from_name(fp4::scale_layout_name(l));
+    BOOST_TEST_REQUIRE(back.has_value());
+    BOOST_TEST((*back == l));
+  }
+  for (char const* bad : {"", "?", "Tiled", "row-major", "tiled "})
+    BOOST_TEST(!fp4::scale_layout_from_name(bad).has_value(), bad);
+}
+
 BOOST_AUTO_TEST_CASE(tiled_scales_are_a_permutation_of_the_row_major_bytes_in_128_byte_tiles) {
   // The word order the header documents: word 4 (r % 8) + r / 8 + 2 (b / 4), byte b % 4.
   BOOST_TEST(fp4::tiled_byte(0, 0) == 0);

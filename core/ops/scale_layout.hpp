@@ -4,6 +4,8 @@
 // fp4::scale_offset in core/fp4.hpp. Header-only, no CUDA.
 
 #include <cstdint>
+#include <optional>
+#include <string_view>
 
 namespace moefin::fp4 {
 
@@ -18,6 +20,14 @@ inline constexpr int kTileBytes = 128; // kTileRows * kTileK / 16: a byte per 16
 
 inline char const* scale_layout_name(ScaleLayout l) {
   return l == ScaleLayout::kRowMajor ? "rowmajor" : l == ScaleLayout::kTiled ? "tiled" : "?";
+}
+
+/// The layout scale_layout_name calls `name`; nullopt for any other name.
+inline std::optional<ScaleLayout> scale_layout_from_name(std::string_view name) {
+  for (ScaleLayout l : {ScaleLayout::kRowMajor, ScaleLayout::kTiled})
+    if (name == scale_layout_name(l))
+      return l;
+  return std::nullopt;
 }
 
 } // namespace moefin::fp4

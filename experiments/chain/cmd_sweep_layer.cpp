@@ -18,6 +18,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 
 namespace moefin::cmd {
 
@@ -191,10 +192,10 @@ int sweep_layer(cli::Args const& args) {
   cli::check_range("--layers", layers, 1, 4096);
   std::int64_t const tile_m = vm["tile-m"].as<std::int64_t>();
   std::string const fp4_scales = vm["fp4-scales"].as<std::string>();
-  if (fp4_scales != "tiled" && fp4_scales != "rowmajor")
+  std::optional<fp4::ScaleLayout> const layout = fp4::scale_layout_from_name(fp4_scales);
+  if (!layout)
     throw InputError("--fp4-scales: value '" + fp4_scales + "' not one of {tiled, rowmajor}");
-  fp4::ScaleLayout const scale_layout =
-      fp4_scales == "tiled" ? fp4::ScaleLayout::kTiled : fp4::ScaleLayout::kRowMajor;
+  fp4::ScaleLayout const scale_layout = *layout;
   // Token counts whose configurations get a stamped replay.
   std::vector<std::int64_t> stamp_tokens;
   if (vm.count("stamps"))

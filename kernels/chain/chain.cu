@@ -65,8 +65,6 @@ LayerWeights::LayerWeights(LayerShape const& shape, std::uint64_t seed, std::str
     throw InputError("fp4 scale layout " + std::to_string(static_cast<int>(scale_layout)) +
                      " is neither row-major nor tiled");
   validate(shape, 1, 16);
-  if (fp4())
-    scale_layout_ = scale_layout; // fp4 k is a multiple of 128 and n of 16 (checked below)
   w_[0].n = shape.gemm1_n();
   w_[0].k = shape.hidden;
   w_[1].n = shape.hidden;
@@ -87,8 +85,9 @@ LayerWeights::LayerWeights(LayerShape const& shape, std::uint64_t seed, std::str
         m.global = static_cast<float*>(
             device_alloc(static_cast<std::size_t>(shape.experts) * 4, "fp4 global scales"));
         gemm::fill_fp4(m.values, m.scales, m.global, shape.experts, m.n, m.k, s, scale, nullptr);
-        if (scale_layout_ == fp4::ScaleLayout::kTiled) {
-          // The same quantizer, the scales only, stored in tiles (and the same global scales).
+        if (scale_layout == fp4::ScaleLayout::kTiled) {
+          // The same quantizer, the scales only, stored in tiles (and the same global scales);
+          // fp4 k is a multiple of 128 (checked above), so every n (hidden, inter) is of 16.
           m.scales_tiled = static_cast<std::uint8_t*>(
               device_alloc(static_cast<std::size_t>(count / fp4::kBlock), "fp4 tiled scales"));
           gemm::fill_fp4(nullptr, m.scales_tiled, m.global, shape.experts, m.n, m.k, s, scale,

@@ -62,8 +62,10 @@ public:
     Matrix const& m = w_[gemm - 1];
     return m.scales_tiled != nullptr ? m.scales_tiled : m.scales;
   }
-  /// kTiled for fp4 weights built with it, else kRowMajor.
-  fp4::ScaleLayout scale_layout() const { return scale_layout_; }
+  /// kTiled for fp4 weights built with it (they hold the tiled copy), else kRowMajor.
+  fp4::ScaleLayout scale_layout() const {
+    return w_[0].scales_tiled != nullptr ? fp4::ScaleLayout::kTiled : fp4::ScaleLayout::kRowMajor;
+  }
   float const* global(int gemm) const { return w_[gemm - 1].global; } // fp4 only
   /// w1 with the two halves of each expert's output rows swapped (gate second), made on first use
   /// (the released chain flavour: ChainFlavour::gate_second); SwiGLU shapes on bf16 weights only.
@@ -89,7 +91,6 @@ private:
   LayerShape shape_;
   std::string format_;
   ChainFlavour const* flavour_ = nullptr;
-  fp4::ScaleLayout scale_layout_ = fp4::ScaleLayout::kRowMajor;
   Matrix w_[2];
   mutable void* w1_gate_second_ = nullptr; // w1_gate_second(), made on first use
 };
