@@ -10,6 +10,7 @@
 // gpu test pin that.
 
 #include "core/ops/scale_layout.hpp"
+#include "core/ops/value_layout.hpp"
 #include "core/router_scores.hpp" // MOEFIN_HD, mix64
 
 #include <cstdint>
@@ -210,6 +211,10 @@ MOEFIN_HD void quantize_block(std::uint64_t seed, std::uint64_t b, float scale, 
   *scale_byte = static_cast<std::uint8_t>(s);
 }
 
+/// The bits of a pair of bf16 that the GEMM's conversion sets: (e1 e0 m) at 8..6 and the sign
+/// at 15 of both halves.
+inline constexpr std::uint32_t kPairBits = 0x81C081C0u;
+
 /// The GEMM's conversion of two nibbles of a 32-bit word of 8 values: nibbles kI and kI + 4
 /// (kI = 0, 1; nibbles 2, 3 come from w >> 8) as a pair of bf16 bits (low half: nibble kI) of
 /// e2m1 * 2^-126. Bits (e1 e0 m) at bf16 bits 8..6 are the value times 2^-126 (code 1, 0.5, a
@@ -220,7 +225,85 @@ template <int kI> MOEFIN_HD std::uint32_t e2m1_pair_bits(std::uint32_t w) {
   static_assert(kI == 0 || kI == 1, "nibbles 0 and 1 of each half; shift the word for 2, 3");
   constexpr std::uint32_t kMask = 0x000F000Fu << (4 * kI);
   constexpr std::uint32_t kCopies = (1u << (12 - 4 * kI)) | (1u << (6 - 4 * kI));
-  return ((w & kMask) * kCopies) & 0x81C081C0u;
+  return ((w & kMask) * kCopies) & kPairBits;
+}
+
+// ------------------------------------------------------------------------------------------
+// Packed values (ValueLayout::kPacked). e2m1_pair_bits spends three integer instructions on
+// each pair (mask, multiply, mask) and a shift per two pairs: 13 per word of 8 values. The
+// packed layout stores each 32-bit word with its bits permuted so that the same four pairs
+// (nibbles i and i + 4, i = 0..3) come out in 8:
+//   pair 0  already at its place:            w & kPairBits                       (1)
+//   pair 1  10 bits below it, cyclically:    rotl(w, 10) & kPairBits              (2)
+//   pair 2  13 bits below it, cyclically:    rotl(w, 13) & kPairBits              (2)
+//   pair 3  in the 8 bits left, 3 groups:    ((w & 0x001B001B) * 0x4108) & kPairBits (3)
+// Pair 3's bits sit at 0, 1, 3, 4 (+16): the multiply adds three copies shifted by 3, 8 and 14
+// that overlap nowhere (no carries), and exactly one copy of a right bit lands on each bit of
+// kPairBits. 7 would need four disjoint rotations of kPairBits covering the word, and there are
+// none (scripts/fp4_pack_search.py searches them all, and lists the 8 layouts of cost 8); a pair
+// taken any other way costs a multiply and a mask beside its masking, so 8 is the least of this
+// family (shift or rotate, mask, multiply). The GEMM's pairs and its output bits do not change.
+
+inline constexpr std::uint32_t kPackedPair3Mask = 0x001B001Bu;
+inline constexpr std::uint32_t kPackedPair3Copies = (1u << 3) | (1u << 8) | (1u << 14);
+
+/// Bit of kPairBits that bit `b` (0..7: bits 0..3 of the low nibble, then of the high one) of a
+/// pair lands on.
+MOEFIN_HD constexpr int pair_target_bit(int b) {
+  return 16 * (b >> 2) + ((b & 3) == 3 ? 15 : 6 + (b & 3));
+}
+
+/// Where bit `b` of pair `i` (nibbles i and i + 4 of the word) lies in a packed word.
+MOEFIN_HD constexpr int packed_bit(int i, int b) {
+  return i == 0   ? pair_target_bit(b)
+         : i == 1 ? (pair_target_bit(b) - 10) & 31
+         : i == 2 ? (pair_target_bit(b) - 13) & 31
+                  : 16 * (b >> 2) + ((b & 3) < 2 ? 3 + (b & 3) : (b & 3) - 2);
+}
+
+/// Where bit `b` of pair `i` lies in a word of nibbles.
+MOEFIN_HD constexpr int nibble_bit(int i, int b) {
+  return 4 * i + (b & 3) + 16 * (b >> 2);
+}
+
+/// The packed word of a word of 8 nibbles (a bit permutation).
+MOEFIN_HD std::uint32_t pack_word(std::uint32_t w) {
+  std::uint32_t out = 0;
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int b = 0; b < 8; ++b)
+      out |= ((w >> nibble_bit(i, b)) & 1u) << packed_bit(i, b);
+  return out;
+}
+
+/// The word of nibbles of a packed word (pack_word's inverse).
+MOEFIN_HD std::uint32_t unpack_word(std::uint32_t p) {
+  std::uint32_t out = 0;
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int b = 0; b < 8; ++b)
+      out |= ((p >> packed_bit(i, b)) & 1u) << nibble_bit(i, b);
+  return out;
+}
+
+MOEFIN_HD std::uint32_t rotl32(std::uint32_t w, int s) {
+  return (w << s) | (w >> (32 - s));
+}
+
+/// Pair kI (0..3) of a packed word: the bits e2m1_pair_bits gives for nibbles kI and kI + 4 of
+/// the word it was packed from.
+template <int kI> MOEFIN_HD std::uint32_t packed_pair_bits(std::uint32_t p) {
+  static_assert(kI >= 0 && kI < 4, "a word holds 4 pairs");
+  if constexpr (kI == 0)
+    return p & kPairBits;
+  else if constexpr (kI == 1)
+    return rotl32(p, 10) & kPairBits;
+  else if constexpr (kI == 2)
+    return rotl32(p, 13) & kPairBits;
+  else
+    return ((p & kPackedPair3Mask) * kPackedPair3Copies) & kPairBits;
 }
 
 // ------------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@
 #include <Kokkos_Core.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 
@@ -35,6 +36,11 @@ void decode_gemm(gemm::DecodeGemmParams const& dp, GemmOracle* oracle) {
               (fp4 && layout == fp4::ScaleLayout::kTiled && p.k % fp4::kTileK == 0 &&
                p.n % fp4::kTileRows == 0),
           "scale layout tiled needs fp4 weights, n a multiple of 16 and k of 128");
+  fp4::ValueLayout const values = dp.value_layout;
+  require(values == fp4::ValueLayout::kNibbles ||
+              (fp4 && values == fp4::ValueLayout::kPacked && p.k % 8 == 0),
+          "value layout packed needs fp4 weights and k a multiple of 8 (whole 32-bit words)");
+  bool const packed_words = values == fp4::ValueLayout::kPacked;
   std::int64_t const rows = *p.total_padded_rows;
   require(rows >= 0 && rows <= p.max_rows && rows % p.tile_m == 0,
           "total_padded_rows " + std::to_string(rows) + " not a multiple of tile_m " +
@@ -71,9 +77,16 @@ void decode_gemm(gemm::DecodeGemmParams const& dp, GemmOracle* oracle) {
         for (std::int64_t i = 0; i < K; ++i) {
           float w;
           if (fp4) {
-            std::uint8_t const byte = packed[wrow * (K / 2) + i / 2];
-            w = fp4::dequantized((i & 1) ? byte >> 4 : byte & 0xFu,
-                                 scales[fp4::scale_offset(layout, wrow, i / fp4::kBlock, K)]);
+            unsigned code;
+            if (packed_words) { // the word of 8 values holding k = i, unpermuted
+              std::uint32_t word;
+              std::memcpy(&word, packed + wrow * (K / 2) + (i / 8) * 4, 4);
+              code = (fp4::unpack_word(word) >> (4 * (i % 8))) & 0xFu;
+            } else {
+              std::uint8_t const byte = packed[wrow * (K / 2) + i / 2];
+              code = (i & 1) ? byte >> 4 : byte & 0xFu;
+            }
+            w = fp4::dequantized(code, scales[fp4::scale_offset(layout, wrow, i / fp4::kBlock, K)]);
           } else {
             w = bf16_to_float(bw[wrow * K + i]);
           }

@@ -163,9 +163,10 @@ def kernel_label(mangled):
     if m:
         return "%s tile %d%s" % (fmt[m.group(1)], 8 * int(m.group(2)),
                                  "" if m.group(3) == "1" else " loads-only")
-    m = re.search(r"decode_gemm_tscale_kernelILi(\d)ELb(\d)", mangled)
+    m = re.search(r"decode_gemm_(tscale|wpack)_kernelILi(\d)ELb(\d)", mangled)
     if m:
-        return "fp4 tile %d tscale%s" % (8 * int(m.group(1)), " lean" if m.group(2) == "1" else "")
+        return "fp4 tile %d %s%s" % (8 * int(m.group(2)), m.group(1),
+                                     " lean" if m.group(3) == "1" else "")
     if "decode_gemm_deep_kernel" in mangled:
         return "fp4 tile 16 deep"
     return None

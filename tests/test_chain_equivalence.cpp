@@ -4,12 +4,15 @@
 #include "tests/gpu_main.hpp"
 
 #include "core/fp4.hpp"
+#include "core/ops/errors.hpp"
 #include "core/rng.hpp"
 #include "experiments/chain/reference_chain.hpp"
 #include "experiments/chain/run.hpp"
 #include "kernels/chain/chain.hpp"
 #include "kernels/common/cuda_check.hpp"
 #include "reference/kokkos_env.hpp"
+
+#include <cstring>
 
 using namespace moefin;
 using namespace moefin::chain;
@@ -185,13 +188,20 @@ BOOST_AUTO_TEST_CASE(stamps_follow_the_trigger_placements) {
 BOOST_AUTO_TEST_CASE(fp4_chain_with_tiled_scales_gives_the_row_major_bits_and_the_reference) {
   // The decode-fp4 chain reads its scales in 16 x 128 tiles by default (LayerWeights'
   // scale_layout, decode_gemm_tscale_kernel); the same weights with row-major scales take the
-  // row-major kernel. Every buffer of every layer must hash the same, PDL on and off, and the
-  // output stay within the reference's tolerance.
+  // row-major kernel, and with packed values the packed one (decode_gemm_wpack_kernel). Every
+  // buffer of every layer must hash the same, PDL on and off, and the output stay within the
+  // reference's tolerance.
   LayerShape const s = small_shape();
   LayerWeights const tiled(s, 12, "fp4");
   LayerWeights const rowmajor(s, 12, "fp4", fp4::ScaleLayout::kRowMajor);
+  LayerWeights const packed(s, 12, "fp4", fp4::ScaleLayout::kTiled, fp4::ValueLayout::kPacked);
   BOOST_TEST_REQUIRE((tiled.scale_layout() == fp4::ScaleLayout::kTiled));
   BOOST_TEST_REQUIRE((rowmajor.scale_layout() == fp4::ScaleLayout::kRowMajor));
+  BOOST_TEST_REQUIRE((tiled.value_layout() == fp4::ValueLayout::kNibbles));
+  BOOST_TEST_REQUIRE((packed.value_layout() == fp4::ValueLayout::kPacked));
+  BOOST_CHECK_THROW(
+      LayerWeights(s, 12, "fp4", fp4::ScaleLayout::kRowMajor, fp4::ValueLayout::kPacked),
+      InputError);
   // download() gives the row-major scales whatever the layout (the reference reads them); the
   // GEMMs' copy holds the same bytes where fp4::scale_offset puts them, in another order.
   for (int g : {1, 2}) {
@@ -207,6 +217,17 @@ BOOST_AUTO_TEST_CASE(fp4_chain_with_tiled_scales_gives_the_row_major_bits_and_th
                               fp4::ScaleLayout::kTiled, static_cast<std::int64_t>(b) / row_blocks,
                               static_cast<std::int64_t>(b) % row_blocks, k))],
                           rm[b]);
+    // The packed copy of the values: each word of download()'s nibbles, bit-permuted.
+    auto const nib = packed.download(g, 0).values;
+    BOOST_TEST_REQUIRE((nib == tiled.download(g, 0).values));
+    std::vector<std::uint32_t> words(nib.size() / 4);
+    MOEFIN_CUDA_CHECK(cudaMemcpy(words.data(), g == 1 ? packed.w1() : packed.w2(), nib.size(),
+                                 cudaMemcpyDeviceToHost));
+    for (std::size_t i = 0; i < words.size(); ++i) {
+      std::uint32_t w;
+      std::memcpy(&w, nib.data() + 4 * i, 4);
+      BOOST_REQUIRE_EQUAL(words[i], fp4::pack_word(w));
+    }
   }
   for (std::int64_t tile_m : {8, 16})
     for (std::int64_t T : {1, 4, 16}) {
@@ -215,16 +236,20 @@ BOOST_AUTO_TEST_CASE(fp4_chain_with_tiled_scales_gives_the_row_major_bits_and_th
       o.tile_m = tile_m;
       o.iterations = 8;
       o.hidden_seed = 5;
-      ChainRunner a(tiled, o), b(rowmajor, o);
+      ChainRunner a(tiled, o), b(rowmajor, o), c(packed, o);
       a.set_routings(seeds_for(s, T, 8));
       b.set_routings(seeds_for(s, T, 8));
+      c.set_routings(seeds_for(s, T, 8));
       for (Preset p : {Preset::kSeedAfter, Preset::kSafe})
         for (bool pdl : {false, true}) {
           ChainConfig const cfg = preset_config(p);
           auto const x = a.run_batch(cfg, pdl);
           auto const y = b.run_batch(cfg, pdl);
+          auto const z = c.run_batch(cfg, pdl);
           BOOST_TEST(x.slots == y.slots, preset_name(p)
                                              << " T=" << T << " tile " << tile_m << " pdl " << pdl);
+          BOOST_TEST(z.slots == y.slots, "packed values, " << preset_name(p) << " T=" << T
+                                                           << " tile " << tile_m << " pdl " << pdl);
         }
       ChainConfig const cfg = preset_config(Preset::kSeedAfter);
       a.run_batch(cfg, true);

@@ -51,7 +51,7 @@ BOOST_AUTO_TEST_CASE(bad_specs_are_input_errors_naming_the_flag) {
 
 BOOST_AUTO_TEST_CASE(the_default_list_parses_and_every_name_fits_the_variant_column) {
   auto const all = parse_candidates(kDefaultCandidates, "--candidates");
-  BOOST_TEST(all.size() == 12u);
+  BOOST_TEST(all.size() == 14u);
   for (auto const& c : all) {
     BOOST_TEST(c.name.size() <= kMaxCandidateName, c.name);
     BOOST_TEST(c.name.rfind("sk+", 0) == 0u, c.name);
@@ -108,6 +108,42 @@ BOOST_AUTO_TEST_CASE(tscale_is_a_layout_of_fp4_scales_in_the_params_not_an_optio
   BOOST_TEST(!o.deep);
   BOOST_TEST(!o.loads_only);
   BOOST_TEST(o.pdl.ctas_per_sm == base.pdl.ctas_per_sm);
+}
+
+BOOST_AUTO_TEST_CASE(wpack_is_tscale_with_packed_values_and_names_itself_alone) {
+  auto const w = parse_candidate("wpack+cta2", "--candidates");
+  BOOST_TEST(w.name == "sk+cta2+wpack");
+  BOOST_TEST(w.tiled_scales);
+  BOOST_TEST(w.packed_values);
+  BOOST_TEST(static_cast<int>(candidate_layout(w)) == static_cast<int>(fp4::ScaleLayout::kTiled));
+  BOOST_TEST(static_cast<int>(candidate_value_layout(w)) ==
+             static_cast<int>(fp4::ValueLayout::kPacked));
+  auto const t = parse_candidate("tscale", "--candidates");
+  BOOST_TEST(static_cast<int>(candidate_value_layout(t)) ==
+             static_cast<int>(fp4::ValueLayout::kNibbles));
+  // lean joins it; tscale beside it is a repetition; deep and loads are refused as with tscale.
+  auto const lean = parse_candidate("lean+wpack", "--candidates");
+  BOOST_TEST(lean.name == "sk+wpack+lean");
+  BOOST_TEST(candidate_options(lean, DecodeOptions{}).lean);
+  auto refused = [](char const* spec, char const* says) {
+    try {
+      parse_candidate(spec, "--candidates");
+    } catch (InputError const& e) {
+      BOOST_TEST(std::string(e.what()).find(says) != std::string::npos, e.what());
+      return;
+    }
+    BOOST_ERROR("accepted " << spec);
+  };
+  refused("wpack+tscale", "names tscale beside wpack");
+  refused("wpack+deep", "combines wpack");
+  refused("loads+wpack", "combines wpack");
+  refused("wpack+wpack", "repeats wpack");
+  refused("cta2+wpack+lean", "longer than");
+  // fp4 only, both tiles.
+  BOOST_TEST(candidate_skip_reason(w, WeightFormat::kFp4, 1280, 8).empty());
+  BOOST_TEST(candidate_skip_reason(w, WeightFormat::kFp4, 1280, 16).empty());
+  std::string const why = candidate_skip_reason(w, WeightFormat::kBf16, 1280, 16);
+  BOOST_TEST(why.find("wpack") != std::string::npos, why);
 }
 
 BOOST_AUTO_TEST_CASE(candidate_options_change_only_the_knobs_they_name) {

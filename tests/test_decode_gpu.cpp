@@ -22,6 +22,7 @@
 #include <cmath>
 #include <cstring>
 #include <set>
+#include <string>
 
 using namespace moefin;
 using gemm::WeightFormat;
@@ -84,6 +85,15 @@ BOOST_AUTO_TEST_CASE(the_device_quantizer_writes_the_host_twins_bits) {
     std::vector<std::uint8_t> tiled(h.scales.size());
     MOEFIN_CUDA_CHECK(cudaMemcpy(tiled.data(), w.scales(fp4::ScaleLayout::kTiled), tiled.size(),
                                  cudaMemcpyDeviceToHost));
+    // The packed copy of the values holds each word of the nibbles bit-permuted.
+    std::vector<std::uint32_t> packed(h.values.size() / 4);
+    MOEFIN_CUDA_CHECK(cudaMemcpy(packed.data(), w.values(fp4::ValueLayout::kPacked),
+                                 h.values.size(), cudaMemcpyDeviceToHost));
+    for (std::size_t i = 0; i < packed.size(); ++i) {
+      std::uint32_t word;
+      std::memcpy(&word, h.values.data() + 4 * i, 4);
+      BOOST_REQUIRE_EQUAL(packed[i], fp4::pack_word(word));
+    }
     std::int64_t const row_blocks = k / fp4::kBlock;
     for (std::int64_t b = 0; b < blocks; ++b)
       BOOST_REQUIRE_EQUAL(tiled[static_cast<std::size_t>(fp4::scale_offset(
@@ -122,8 +132,15 @@ BOOST_AUTO_TEST_CASE(splitk_dequantizes_every_code_and_scale_byte_exactly) {
   std::vector<std::int32_t> row_token(16);
   for (int r = 0; r < 16; ++r)
     row_token[static_cast<std::size_t>(r)] = r;
-  DeviceBuffer d_v(values), d_s(scales), d_st(tiled), d_g(global), d_cta(cta), d_total(total),
-      d_rt(row_token);
+  std::vector<std::uint8_t> packed(values.size());
+  for (std::size_t i = 0; i < values.size(); i += 4) {
+    std::uint32_t word;
+    std::memcpy(&word, values.data() + i, 4);
+    word = fp4::pack_word(word);
+    std::memcpy(packed.data() + i, &word, 4);
+  }
+  DeviceBuffer d_v(values), d_vp(packed), d_s(scales), d_st(tiled), d_g(global), d_cta(cta),
+      d_total(total), d_rt(row_token);
   DeviceBuffer a(static_cast<std::size_t>(16 * k * 2)), c(static_cast<std::size_t>(16 * n * 2));
   gemm::DecodeGemmParams p;
   p.format = WeightFormat::kFp4;
@@ -151,16 +168,21 @@ BOOST_AUTO_TEST_CASE(splitk_dequantizes_every_code_and_scale_byte_exactly) {
     }
     MOEFIN_CUDA_CHECK(
         cudaMemcpy(a.get(), host_a.data(), host_a.size() * 2, cudaMemcpyHostToDevice));
-    for (int run = 0; run < 6; ++run) {
+    for (int run = 0; run < 10; ++run) {
       int const ks = run % 2 ? 8 : 1;
-      bool const tiled_scales = run >= 2; // both scale layouts (fp4::ScaleLayout)
+      bool const tiled_scales = run >= 2;  // both scale layouts (fp4::ScaleLayout)
+      bool const packed_values = run >= 6; // both value layouts (fp4::ValueLayout)
       gemm::DecodeGemmParams q = p;
       if (tiled_scales) {
         q.scales = d_st.as<std::uint8_t>();
         q.scale_layout = fp4::ScaleLayout::kTiled;
       }
+      if (packed_values) {
+        q.gemm.b = d_vp.get();
+        q.value_layout = fp4::ValueLayout::kPacked;
+      }
       gemm::DecodeOptions o = plain(ks);
-      o.lean = run >= 4;
+      o.lean = run >= 8 || (run >= 4 && run < 6);
       auto const out = run_on(q, gemm::Variant::kSplitK, o, c);
       for (int r = 0; r < 16; ++r)
         for (std::int64_t j = 0; j < n; ++j) {
@@ -170,8 +192,9 @@ BOOST_AUTO_TEST_CASE(splitk_dequantizes_every_code_and_scale_byte_exactly) {
           std::uint16_t const got = out[static_cast<std::size_t>(r * n + j)];
           bool const same = want == 0.0f ? (got & 0x7fffu) == 0 : got == float_to_bf16(want);
           BOOST_REQUIRE_MESSAGE(same, "code " << code << " scale byte " << int(s) << " ks " << ks
-                                              << " tiled scales " << tiled_scales << " lean "
-                                              << o.lean << ": got bf16 bits " << got);
+                                              << " tiled scales " << tiled_scales << " packed "
+                                              << packed_values << " lean " << o.lean
+                                              << ": got bf16 bits " << got);
           covered.insert({code, s});
         }
     }
@@ -221,23 +244,26 @@ std::vector<std::uint16_t> check_layout(WeightFormat f, std::int64_t T, std::int
           BOOST_TEST(run_on(p, gemm::Variant::kSplitK, two, c) == out,
                      "two CTAs per SM, ks=" << ks << " pre=" << pre);
         }
-        // The tiled scale layout (the tscale candidate, its own kernel) gives the same bits, with
-        // and without the lean loads.
-        if (f == WeightFormat::kFp4) {
-          auto const pt = decode_bench::params(w, l, a.get(), c.get(), n, fp4::ScaleLayout::kTiled);
-          BOOST_TEST(run_on(pt, gemm::Variant::kSplitK, o, c) == out,
-                     "tiled scales, ks=" << ks << " pre=" << pre);
-          gemm::DecodeOptions lean = o;
-          lean.lean = true;
-          BOOST_TEST(run_on(pt, gemm::Variant::kSplitK, lean, c) == out,
-                     "tiled scales, lean loads, ks=" << ks << " pre=" << pre);
-          if (ks > 0) {
-            gemm::DecodeOptions two = o;
-            two.pdl.ctas_per_sm = 2;
-            BOOST_TEST(run_on(pt, gemm::Variant::kSplitK, two, c) == out,
-                       "tiled scales, two CTAs per SM, ks=" << ks << " pre=" << pre);
+        // The tiled scale layout (the tscale candidate, its own kernel) and packed values beside
+        // it (wpack, its own kernel too) give the same bits, with and without the lean loads.
+        if (f == WeightFormat::kFp4)
+          for (fp4::ValueLayout vl : {fp4::ValueLayout::kNibbles, fp4::ValueLayout::kPacked}) {
+            std::string const what = std::string("tiled scales, values ") +
+                                     fp4::value_layout_name(vl) + ", ks=" + std::to_string(ks) +
+                                     " pre=" + std::to_string(pre);
+            auto const pt =
+                decode_bench::params(w, l, a.get(), c.get(), n, fp4::ScaleLayout::kTiled, vl);
+            BOOST_TEST(run_on(pt, gemm::Variant::kSplitK, o, c) == out, what);
+            gemm::DecodeOptions lean = o;
+            lean.lean = true;
+            BOOST_TEST(run_on(pt, gemm::Variant::kSplitK, lean, c) == out, what << ", lean loads");
+            if (ks > 0) {
+              gemm::DecodeOptions two = o;
+              two.pdl.ctas_per_sm = 2;
+              BOOST_TEST(run_on(pt, gemm::Variant::kSplitK, two, c) == out,
+                         what << ", two CTAs per SM");
+            }
           }
-        }
         if (f == WeightFormat::kFp4 && tile == 16) {
           gemm::DecodeOptions deep = o;
           deep.deep = true;
@@ -336,19 +362,22 @@ BOOST_AUTO_TEST_CASE(splitk_skips_tiles_of_no_expert_and_is_deterministic_under_
         DeviceBuffer stamps(static_cast<std::size_t>(gemm::num_ctas(p, gemm::Variant::kSplitK)) *
                             32);
         o.pdl.stamps = stamps.as<std::int64_t>();
-        // fp4 three times: scales row-major, then tiled, then tiled with lean loads
-        // (the tscale kernels take every knob too).
-        for (int run = 0; run < 3; ++run) {
+        // fp4 five times: scales row-major, then tiled, then tiled with lean loads, then the
+        // same two with packed values (the tscale and wpack kernels take every knob too).
+        for (int run = 0; run < 5; ++run) {
           fp4::ScaleLayout const sl =
               run == 0 ? fp4::ScaleLayout::kRowMajor : fp4::ScaleLayout::kTiled;
+          fp4::ValueLayout const vl =
+              run >= 3 ? fp4::ValueLayout::kPacked : fp4::ValueLayout::kNibbles;
           if (run > 0 && f != WeightFormat::kFp4)
             continue;
           stamps.poison();
-          auto const q = decode_bench::params(w, l, a.get(), c.get(), 256, sl);
-          o.lean = run == 2;
+          auto const q = decode_bench::params(w, l, a.get(), c.get(), 256, sl, vl);
+          o.lean = run == 2 || run == 4;
           auto const out = run_on(q, gemm::Variant::kSplitK, o, c);
           BOOST_TEST(out == ref, "trigger " << trigger_name(t) << " pdl " << pdl << " scales "
-                                            << fp4::scale_layout_name(sl) << " lean " << o.lean);
+                                            << fp4::scale_layout_name(sl) << " values "
+                                            << fp4::value_layout_name(vl) << " lean " << o.lean);
           auto const st = stamps.download<std::int64_t>();
           for (std::size_t i = 0; i < st.size(); i += 4) {
             BOOST_REQUIRE(st[i] > 0 && st[i + 1] >= st[i] && st[i + 3] >= st[i + 1]);

@@ -109,6 +109,55 @@ BOOST_AUTO_TEST_CASE(the_gemm_bit_trick_gives_e2m1_times_2_to_the_minus_126_for_
       }
 }
 
+BOOST_AUTO_TEST_CASE(packed_words_are_a_bit_permutation_that_the_gemm_undoes_in_8_instructions) {
+  // pack_word moves every bit somewhere else once: the 32 places are distinct.
+  std::uint32_t seen = 0;
+  for (int i = 0; i < 4; ++i)
+    for (int b = 0; b < 8; ++b) {
+      int const at = fp4::packed_bit(i, b);
+      BOOST_TEST_REQUIRE((at >= 0 && at < 32));
+      BOOST_TEST_REQUIRE(((seen >> at) & 1u) == 0u, "pair " << i << " bit " << b);
+      seen |= 1u << at;
+    }
+  BOOST_TEST(seen == 0xFFFFFFFFu);
+  // Each pair's 8 bits take all 256 values under random neighbours: the packed pair equals the
+  // nibble word's pair (nibbles i, i + 4; 2 and 3 from w >> 8), and unpack_word undoes pack_word.
+  Rng rng(11);
+  for (int i = 0; i < 4; ++i)
+    for (unsigned v = 0; v < 256; ++v)
+      for (int rep = 0; rep < 4; ++rep) {
+        auto w = static_cast<std::uint32_t>(rng.next());
+        for (int b = 0; b < 8; ++b)
+          w = (w & ~(1u << fp4::nibble_bit(i, b))) | (((v >> b) & 1u) << fp4::nibble_bit(i, b));
+        std::uint32_t const p = fp4::pack_word(w);
+        BOOST_REQUIRE_EQUAL(fp4::unpack_word(p), w);
+        std::uint32_t const want[4] = {fp4::e2m1_pair_bits<0>(w), fp4::e2m1_pair_bits<1>(w),
+                                       fp4::e2m1_pair_bits<0>(w >> 8),
+                                       fp4::e2m1_pair_bits<1>(w >> 8)};
+        std::uint32_t const got[4] = {fp4::packed_pair_bits<0>(p), fp4::packed_pair_bits<1>(p),
+                                      fp4::packed_pair_bits<2>(p), fp4::packed_pair_bits<3>(p)};
+        for (int j = 0; j < 4; ++j)
+          BOOST_REQUIRE_EQUAL(got[j], want[j]);
+      }
+  // The identity is not a packing: a nibble word read as packed gives other pairs.
+  int differ = 0;
+  for (int rep = 0; rep < 64; ++rep) {
+    auto const w = static_cast<std::uint32_t>(rng.next());
+    differ += fp4::packed_pair_bits<1>(w) != fp4::e2m1_pair_bits<1>(w) ? 1 : 0;
+  }
+  BOOST_TEST(differ > 48);
+}
+
+BOOST_AUTO_TEST_CASE(value_layout_names_parse_back_and_nothing_else_does) {
+  for (fp4::ValueLayout l : {fp4::ValueLayout::kNibbles, fp4::ValueLayout::kPacked}) {
+    auto const back = fp4::value_layout_from_name(fp4::value_layout_name(l));
+    BOOST_TEST_REQUIRE(back.has_value());
+    BOOST_TEST((*back == l));
+  }
+  for (char const* bad : {"", "?", "Packed", "nibble", "packed "})
+    BOOST_TEST(!fp4::value_layout_from_name(bad).has_value(), bad);
+}
+
 BOOST_AUTO_TEST_CASE(dequantized_weights_are_exact_in_bf16_after_the_gemms_2_to_the_minus_8) {
   // The kernel multiplies e2m1 * 2^-126 by bf16(e4m3 * 2^118): both factors exact in bf16 and the
   // product exact, for every code and every finite scale byte.
@@ -456,14 +505,18 @@ BOOST_AUTO_TEST_CASE(both_scale_layouts_stage_the_image_the_decode_gemm_lanes_re
   }
 }
 
-BOOST_AUTO_TEST_CASE(the_reference_reads_tiled_scales_to_the_same_bits) {
+namespace {
+
+/// A Tiny of 48 rows (three 16-row bands) and k = 256 with random activations, values and scales,
+/// its output poisoned.
+Tiny random_tiny(std::uint64_t seed) {
   Tiny t;
-  t.n = 48; // three 16-row bands
+  t.n = 48;
   t.k = 256;
   t.wq.resize(static_cast<std::size_t>(t.n * t.k / 2));
   t.sq.resize(static_cast<std::size_t>(t.n * t.k / 16));
   t.a.resize(static_cast<std::size_t>(t.rows * t.k));
-  Rng rng(5);
+  Rng rng(seed);
   for (auto& x : t.a)
     x = float_to_bf16(static_cast<float>(rng.uniform(-1, 1)));
   for (auto& x : t.wq)
@@ -471,6 +524,13 @@ BOOST_AUTO_TEST_CASE(the_reference_reads_tiled_scales_to_the_same_bits) {
   for (auto& x : t.sq)
     x = static_cast<std::uint8_t>(rng.below(0x7F));
   t.c.assign(static_cast<std::size_t>(t.rows * t.n), kBf16Poison);
+  return t;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(the_reference_reads_tiled_scales_to_the_same_bits) {
+  Tiny t = random_tiny(5);
   reference::GemmOracle o_rm, o_tiled;
   reference::decode_gemm(t.params(gemm::WeightFormat::kFp4), &o_rm);
   std::vector<std::uint16_t> const c_rm = t.c;
@@ -495,6 +555,36 @@ BOOST_AUTO_TEST_CASE(the_reference_reads_tiled_scales_to_the_same_bits) {
   p.scale_layout = fp4::ScaleLayout::kTiled;
   p.gemm.n = p.gemm.ldc = 40;
   BOOST_CHECK_THROW(reference::decode_gemm(p), InputError);
+}
+
+BOOST_AUTO_TEST_CASE(the_reference_reads_packed_values_to_the_same_bits) {
+  Tiny t = random_tiny(6);
+  reference::GemmOracle o_nib, o_packed;
+  reference::decode_gemm(t.params(gemm::WeightFormat::kFp4), &o_nib);
+  std::vector<std::uint16_t> const c_nib = t.c;
+  std::vector<std::uint8_t> packed(t.wq.size());
+  for (std::size_t i = 0; i < packed.size(); i += 4) {
+    std::uint32_t w;
+    std::memcpy(&w, t.wq.data() + i, 4);
+    w = fp4::pack_word(w);
+    std::memcpy(packed.data() + i, &w, 4);
+  }
+  BOOST_TEST((packed != t.wq)); // a real permutation
+  auto p = t.params(gemm::WeightFormat::kFp4);
+  p.gemm.b = packed.data();
+  p.value_layout = fp4::ValueLayout::kPacked;
+  t.c.assign(t.c.size(), kBf16Poison);
+  reference::decode_gemm(p, &o_packed);
+  BOOST_TEST((t.c == c_nib));
+  BOOST_TEST(std::memcmp(o_nib.exact.data(), o_packed.exact.data(), o_nib.exact.size() * 8) == 0);
+  // The packed bytes read as nibbles are another GEMM.
+  p.value_layout = fp4::ValueLayout::kNibbles;
+  reference::decode_gemm(p);
+  BOOST_TEST((t.c != c_nib));
+  // Packed values are fp4 only.
+  auto q = t.params(gemm::WeightFormat::kBf16);
+  q.value_layout = fp4::ValueLayout::kPacked;
+  BOOST_CHECK_THROW(reference::decode_gemm(q), InputError);
 }
 
 BOOST_AUTO_TEST_CASE(the_reference_rejects_bad_params_naming_the_field) {
@@ -587,4 +677,16 @@ BOOST_AUTO_TEST_CASE(tiled_scales_are_read_by_the_split_k_fp4_kernel_only_from_a
   q = p;
   q.scale_layout = static_cast<fp4::ScaleLayout>(7);
   rejects(q, gemm::Variant::kSplitK, o, "unknown scale layout");
+  // Packed values: read by the tiled-scale kernel only.
+  q = p;
+  q.value_layout = fp4::ValueLayout::kPacked;
+  gemm::validate(q, gemm::Variant::kSplitK, o);
+  o.lean = true;
+  gemm::validate(q, gemm::Variant::kSplitK, o);
+  o.lean = false;
+  q.scale_layout = fp4::ScaleLayout::kRowMajor;
+  rejects(q, gemm::Variant::kSplitK, o, "value layout packed");
+  q = p;
+  q.value_layout = static_cast<fp4::ValueLayout>(3);
+  rejects(q, gemm::Variant::kSplitK, o, "unknown value layout");
 }

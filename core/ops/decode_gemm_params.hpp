@@ -5,6 +5,7 @@
 
 #include "core/ops/gemm_params.hpp"
 #include "core/ops/scale_layout.hpp"
+#include "core/ops/value_layout.hpp"
 
 #include <cstdint>
 #include <string>
@@ -42,6 +43,9 @@ struct DecodeGemmParams {
   // kFp4 only: how `scales` is stored (core/fp4.hpp). kTiled is read by the split-K decode GEMM
   // with 16-byte copies (DecodeOptions: the `tscale` candidate of decode_candidates.hpp).
   fp4::ScaleLayout scale_layout = fp4::ScaleLayout::kRowMajor;
+  // kFp4 only: how the values' 32-bit words are stored (core/fp4.hpp). kPacked is read by the
+  // split-K decode GEMM with tiled scales (the `wpack` candidate of decode_candidates.hpp).
+  fp4::ValueLayout value_layout = fp4::ValueLayout::kNibbles;
 };
 
 /// Bytes of one expert's weights as stored (values and, for kFp4, the scales): what a GEMM that

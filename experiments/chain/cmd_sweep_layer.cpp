@@ -4,6 +4,7 @@
 
 #include "core/ops/errors.hpp"
 #include "core/ops/scale_layout.hpp"
+#include "core/ops/value_layout.hpp"
 #include "core/rng.hpp"
 #include "core/stats.hpp"
 #include "experiments/chain/run.hpp"
@@ -139,6 +140,10 @@ int sweep_layer(cli::Args const& args) {
       "where fp4 weights' scales lie for the GEMMs: tiled (16 x 128 tiles, the chain's default) "
       "or rowmajor (as before 2026-12-05); the same output bits, another speed. Recorded as the "
       "file attribute fp4_scales")(
+      "fp4-values", po::value<std::string>()->default_value("nibbles"),
+      "how fp4 weights' values lie for the GEMMs: nibbles (NVFP4's order, the chain's default) or "
+      "packed (each 32-bit word bit-permuted, fewer instructions to dequantize; needs "
+      "--fp4-scales tiled); the same output bits. Recorded as the file attribute fp4_values")(
       "stamps", po::value<std::string>()->implicit_value("all"),
       "--stamps[=T,..]: after the timed rounds, replay the graph of each configuration (of these "
       "token counts; all when none are given) once more with per-CTA stamps and store its last "
@@ -196,6 +201,14 @@ int sweep_layer(cli::Args const& args) {
   if (!layout)
     throw InputError("--fp4-scales: value '" + fp4_scales + "' not one of {tiled, rowmajor}");
   fp4::ScaleLayout const scale_layout = *layout;
+  std::string const fp4_values = vm["fp4-values"].as<std::string>();
+  std::optional<fp4::ValueLayout> const vlayout = fp4::value_layout_from_name(fp4_values);
+  if (!vlayout)
+    throw InputError("--fp4-values: value '" + fp4_values + "' not one of {nibbles, packed}");
+  fp4::ValueLayout const value_layout = *vlayout;
+  if (value_layout == fp4::ValueLayout::kPacked && scale_layout != fp4::ScaleLayout::kTiled)
+    throw InputError("--fp4-values packed: read by the tiled-scale GEMM only, so it needs "
+                     "--fp4-scales tiled");
   // Token counts whose configurations get a stamped replay.
   std::vector<std::int64_t> stamp_tokens;
   if (vm.count("stamps"))
@@ -231,7 +244,11 @@ int sweep_layer(cli::Args const& args) {
   std::uint64_t const seed = file.seed();
   chain_run::record(residency, file);
   chain_run::record_flavour(flavour, file);
-  file.set_attr("/", "fp4_scales", fp4::scale_layout_name(scale_layout));
+  // A resumed file keeps its layouts (files from before the attributes: row-major, nibbles).
+  file.keep_root_attr("fp4_scales", fp4::scale_layout_name(scale_layout), "rowmajor",
+                      "--fp4-scales", "fp4 scale layout");
+  file.keep_root_attr("fp4_values", fp4::value_layout_name(value_layout), "nibbles", "--fp4-values",
+                      "fp4 value layout");
   // Numbered on from the timelines a resumed file already holds.
   std::int64_t timelines = 0;
   while (file.has_group("timeline_layer_" + std::to_string(timelines)))
@@ -246,7 +263,7 @@ int sweep_layer(cli::Args const& args) {
     if (weights_of != shape.name + " " + format) {
       weights.reset();
       weights = std::make_unique<chain::LayerWeights>(shape, chain::weight_seed(seed, shape),
-                                                      format, scale_layout);
+                                                      format, scale_layout, value_layout);
       weights_of = shape.name + " " + format;
     }
     chain::RunnerOptions ro;

@@ -126,8 +126,9 @@ int sweep_gemm(cli::Args const& args) {
       "candidates", po::value<std::string>()->default_value("none"),
       "splitk launch policies timed beside the variants: comma-separated '+'-joined knobs ks1, "
       "ks2, ks4, ks8 (forced split), cta2 (two CTAs per SM), deep (fp4: twice the stages in "
-      "flight per warp), tscale (fp4 scales in 16 x 128 tiles, 16-byte copies), lean (with "
-      "tscale: leaner activation loads), loads (no math, isolated only), "
+      "flight per warp), tscale (fp4 scales in 16 x 128 tiles, 16-byte copies), wpack (tscale "
+      "and fp4 values bit-permuted: fewer instructions to dequantize), lean (with tscale or "
+      "wpack: leaner activation loads), loads (no math, isolated only), "
       "e.g. ks4,cta2+ks8; 'default' for kernels/gemm/decode_candidates.hpp's list; 'none'")(
       "read-floor", po::bool_switch(),
       "also time a plain streaming read of each launch's bytes (variant read, isolated): the "
@@ -395,7 +396,8 @@ int sweep_gemm(cli::Args const& args) {
         auto const& w = weights_of(c);
         return decode_bench::params(
             w, l, a_dev[c.gemm.which].get(), c_dev[c.gemm.which].get(), c.gemm.n(shape),
-            c.candidate ? gemm::candidate_layout(c.cand) : fp4::ScaleLayout::kRowMajor);
+            c.candidate ? gemm::candidate_layout(c.cand) : fp4::ScaleLayout::kRowMajor,
+            c.candidate ? gemm::candidate_value_layout(c.cand) : fp4::ValueLayout::kNibbles);
       };
 
       // Checks first: each (GEMM, weights, variant) on the first routing.

@@ -59,6 +59,23 @@ std::uint8_t const* ExpertWeights::scales(fp4::ScaleLayout l) const {
   return scales_tiled_.get<std::uint8_t>();
 }
 
+void const* ExpertWeights::values(fp4::ValueLayout l) const {
+  if (l != fp4::ValueLayout::kPacked)
+    return values_.get();
+  if (format_ != gemm::WeightFormat::kFp4)
+    throw InputError("decode weights: no packed values for " +
+                     std::string(gemm::weight_format_name(format_)) + " weights (fp4 only)");
+  if (values_packed_.bytes() == 0) {
+    // Made on first use: the same quantizer, the values only, each word bit-permuted.
+    values_packed_ = dev::Buffer(values_.bytes());
+    gemm::fill_fp4(values_packed_.get(), nullptr, global_.get<float>(), experts_, n_, k_, seed_,
+                   weight_bound(k_), nullptr, fp4::ScaleLayout::kRowMajor,
+                   fp4::ValueLayout::kPacked);
+    MOEFIN_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  return values_packed_.get();
+}
+
 HostWeights ExpertWeights::download(std::vector<std::int32_t> const& experts) const {
   HostWeights h;
   h.format = format_;
@@ -132,11 +149,11 @@ std::vector<std::uint16_t> random_activations(RoutedLayout const& l, std::int64_
 }
 
 gemm::DecodeGemmParams params(ExpertWeights const& w, RoutedLayout const& l, void const* a, void* c,
-                              std::int64_t ldc, fp4::ScaleLayout scales) {
+                              std::int64_t ldc, fp4::ScaleLayout scales, fp4::ValueLayout values) {
   gemm::DecodeGemmParams p;
   p.format = w.format();
   p.gemm.a = a;
-  p.gemm.b = w.values();
+  p.gemm.b = w.values(w.format() == gemm::WeightFormat::kFp4 ? values : fp4::ValueLayout::kNibbles);
   p.gemm.c = c;
   p.gemm.cta_to_expert = l.d_cta.get<std::int32_t>();
   p.gemm.total_padded_rows = l.d_total.get<std::int32_t>();
@@ -151,6 +168,7 @@ gemm::DecodeGemmParams params(ExpertWeights const& w, RoutedLayout const& l, voi
     p.scales = w.scales(scales);
     p.global_scale = w.global();
     p.scale_layout = scales;
+    p.value_layout = values;
   }
   return p;
 }

@@ -23,7 +23,8 @@ struct HostWeights {
 /// One GEMM's weights for every expert, [experts][n][k], on the device: bf16 uniform in
 /// +-[0.05, 1] / sqrt(k) (gemm::fill_random_bf16, as the chain's), or fp4 from the seeded
 /// quantizer of core/fp4.hpp with source weights bounded by 1 / sqrt(k), its scales row-major
-/// (and, made on first use, tiled: fp4::ScaleLayout).
+/// and its values as nibbles (and, each made on first use, tiled scales and packed values:
+/// fp4::ScaleLayout, fp4::ValueLayout).
 class ExpertWeights {
 public:
   ExpertWeights(gemm::WeightFormat f, std::int64_t experts, std::int64_t n, std::int64_t k,
@@ -33,7 +34,9 @@ public:
   std::int64_t n() const { return n_; }
   std::int64_t k() const { return k_; }
   std::uint64_t seed() const { return seed_; }
-  void const* values() const { return values_.get(); }
+  /// The values in layout l (kPacked: generated on the first call); throws InputError for
+  /// kPacked on bf16 weights.
+  void const* values(fp4::ValueLayout l = fp4::ValueLayout::kNibbles) const;
   /// The scales in layout l (kTiled: generated on the first call); throws InputError for kTiled
   /// on bf16 weights or where n or k do not allow it.
   std::uint8_t const* scales(fp4::ScaleLayout l = fp4::ScaleLayout::kRowMajor) const;
@@ -48,7 +51,8 @@ private:
   std::int64_t experts_, n_, k_;
   std::uint64_t seed_;
   dev::Buffer values_, scales_, global_;
-  mutable dev::Buffer scales_tiled_; // scales(kTiled)
+  mutable dev::Buffer scales_tiled_;  // scales(kTiled)
+  mutable dev::Buffer values_packed_; // values(kPacked)
 };
 
 /// The layout of one routing (reference routing of chain::router_scores(seed)) with tile `tile`,
@@ -70,10 +74,12 @@ std::vector<std::uint16_t> random_activations(RoutedLayout const& l, std::int64_
                                               std::uint64_t seed);
 
 /// Params of the GEMM of `w` over layout `l`: a [max_rows][k] and c [max_rows][ldc] device
-/// pointers, padding rows skipped (row_token); fp4 scales read in layout `scales`.
+/// pointers, padding rows skipped (row_token); fp4 scales read in layout `scales`, fp4 values
+/// in layout `values`.
 gemm::DecodeGemmParams params(ExpertWeights const& w, RoutedLayout const& l, void const* a, void* c,
                               std::int64_t ldc,
-                              fp4::ScaleLayout scales = fp4::ScaleLayout::kRowMajor);
+                              fp4::ScaleLayout scales = fp4::ScaleLayout::kRowMajor,
+                              fp4::ValueLayout values = fp4::ValueLayout::kNibbles);
 
 /// The oracle of that GEMM from host copies of the activations and of the active experts only.
 reference::GemmOracle oracle(ExpertWeights const& w, RoutedLayout const& l,

@@ -57,13 +57,18 @@ void device_free(void* p) {
 } // namespace
 
 LayerWeights::LayerWeights(LayerShape const& shape, std::uint64_t seed, std::string const& format,
-                           fp4::ScaleLayout scale_layout)
+                           fp4::ScaleLayout scale_layout, fp4::ValueLayout value_layout)
     : shape_(shape), format_(format), flavour_(flavour_for_format(format)) {
   if (!flavour_)
     throw InputError("weights format '" + format + "' not one of {bf16-tiled, bf16, fp4}");
   if (scale_layout != fp4::ScaleLayout::kRowMajor && scale_layout != fp4::ScaleLayout::kTiled)
     throw InputError("fp4 scale layout " + std::to_string(static_cast<int>(scale_layout)) +
                      " is neither row-major nor tiled");
+  if (value_layout != fp4::ValueLayout::kNibbles && value_layout != fp4::ValueLayout::kPacked)
+    throw InputError("fp4 value layout " + std::to_string(static_cast<int>(value_layout)) +
+                     " is neither nibbles nor packed");
+  if (value_layout == fp4::ValueLayout::kPacked && scale_layout != fp4::ScaleLayout::kTiled)
+    throw InputError("fp4 values packed are read by the tiled-scale GEMM only: needs tiled scales");
   validate(shape, 1, 16);
   w_[0].n = shape.gemm1_n();
   w_[0].k = shape.hidden;
@@ -93,6 +98,13 @@ LayerWeights::LayerWeights(LayerShape const& shape, std::uint64_t seed, std::str
           gemm::fill_fp4(nullptr, m.scales_tiled, m.global, shape.experts, m.n, m.k, s, scale,
                          nullptr, fp4::ScaleLayout::kTiled);
         }
+        if (value_layout == fp4::ValueLayout::kPacked) {
+          // The same quantizer, the values only, each word bit-permuted.
+          m.values_packed =
+              device_alloc(static_cast<std::size_t>(count / 2), "fp4 packed weight values");
+          gemm::fill_fp4(m.values_packed, nullptr, m.global, shape.experts, m.n, m.k, s, scale,
+                         nullptr, fp4::ScaleLayout::kRowMajor, fp4::ValueLayout::kPacked);
+        }
       } else {
         m.values = device_alloc(static_cast<std::size_t>(count) * 2, i ? "w2" : "w1");
         gemm::fill_random_bf16(m.values, count, s, 0.05f, 1.0f, scale, nullptr);
@@ -104,6 +116,7 @@ LayerWeights::LayerWeights(LayerShape const& shape, std::uint64_t seed, std::str
       device_free(m.values);
       device_free(m.scales);
       device_free(m.scales_tiled);
+      device_free(m.values_packed);
       device_free(m.global);
     }
     throw;
@@ -116,6 +129,7 @@ LayerWeights::~LayerWeights() {
     device_free(m.values);
     device_free(m.scales);
     device_free(m.scales_tiled);
+    device_free(m.values_packed);
     device_free(m.global);
   }
 }
@@ -434,6 +448,7 @@ LayerParams ChainRunner::Impl::layer(int it) const {
     if (w->fp4()) {
       d.scales = w->scales(which);
       d.scale_layout = w->scale_layout();
+      d.value_layout = w->value_layout();
       d.global_scale = w->global(which);
     }
     return d;

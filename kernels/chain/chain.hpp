@@ -16,6 +16,7 @@
 #include "core/ops/chain_knobs.hpp"
 #include "core/ops/layer_plan.hpp"
 #include "core/ops/scale_layout.hpp"
+#include "core/ops/value_layout.hpp"
 #include "kernels/finalize/finalize.hpp"
 
 #include <cstdint>
@@ -41,11 +42,15 @@ int buffer_element_bytes(Buffer b);
 /// with `scale_layout` kTiled (the default), also in 16 x 128 tiles (core/fp4.hpp): the copy the
 /// chain's decode GEMMs read (decode_gemm_tscale_kernel, the `tscale` candidate of `sweep gemm`,
 /// whose output bits are the row-major kernel's; test_decode_gpu, test_chain_equivalence).
+/// With `value_layout` kPacked (tiled scales only) fp4 values are also stored with each word
+/// bit-permuted (fp4::pack_word), and the GEMMs read that copy (decode_gemm_wpack_kernel, the
+/// `wpack` candidate; the same output bits again).
 class LayerWeights {
 public:
   LayerWeights(LayerShape const& shape, std::uint64_t seed,
                std::string const& format = kDefaultWeightsFormat,
-               fp4::ScaleLayout scale_layout = fp4::ScaleLayout::kTiled);
+               fp4::ScaleLayout scale_layout = fp4::ScaleLayout::kTiled,
+               fp4::ValueLayout value_layout = fp4::ValueLayout::kNibbles);
   ~LayerWeights();
   LayerWeights(LayerWeights const&) = delete;
   LayerWeights& operator=(LayerWeights const&) = delete;
@@ -55,8 +60,9 @@ public:
   /// The chain flavour whose GEMMs read these weights.
   ChainFlavour const& flavour() const { return *flavour_; }
   bool fp4() const { return format_ == "fp4"; }
-  void const* w1() const { return w_[0].values; }
-  void const* w2() const { return w_[1].values; }
+  /// The values of GEMM 1 and 2 the chain's GEMMs read (in value_layout()).
+  void const* w1() const { return gemm_values(w_[0]); }
+  void const* w2() const { return gemm_values(w_[1]); }
   /// fp4 only: the scales of GEMM `gemm` in the layout the chain's GEMMs read (scale_layout()).
   std::uint8_t const* scales(int gemm) const {
     Matrix const& m = w_[gemm - 1];
@@ -65,6 +71,10 @@ public:
   /// kTiled for fp4 weights built with it (they hold the tiled copy), else kRowMajor.
   fp4::ScaleLayout scale_layout() const {
     return w_[0].scales_tiled != nullptr ? fp4::ScaleLayout::kTiled : fp4::ScaleLayout::kRowMajor;
+  }
+  /// kPacked for fp4 weights built with it (they hold the packed copy), else kNibbles.
+  fp4::ValueLayout value_layout() const {
+    return w_[0].values_packed != nullptr ? fp4::ValueLayout::kPacked : fp4::ValueLayout::kNibbles;
   }
   float const* global(int gemm) const { return w_[gemm - 1].global; } // fp4 only
   /// w1 with the two halves of each expert's output rows swapped (gate second), made on first use
@@ -85,8 +95,12 @@ private:
     void* values = nullptr;
     std::uint8_t* scales = nullptr;       // row-major
     std::uint8_t* scales_tiled = nullptr; // kTiled (fp4 with that layout only)
+    void* values_packed = nullptr;        // kPacked (fp4 with that layout only)
     float* global = nullptr;
   };
+  static void const* gemm_values(Matrix const& m) {
+    return m.values_packed != nullptr ? m.values_packed : m.values;
+  }
   std::size_t value_bytes(Matrix const& m) const; // of one expert
   LayerShape shape_;
   std::string format_;

@@ -68,7 +68,7 @@ struct DecodeOptions {
 /// fp4), a forced split_k that divides the k steps, grid_ctas in 0..num_ctas (kTiled: 0), deep
 /// only for fp4 at tile 16 with math and one CTA per SM; scale layout kTiled only for fp4 with
 /// kSplitK, without deep or loads_only, scales aligned to 16 bytes; lean only with
-/// scale layout kTiled.
+/// scale layout kTiled; value layout kPacked only with scale layout kTiled.
 void validate(DecodeGemmParams const& p, Variant v, DecodeOptions const& o = {});
 
 /// CTAs of the launch: one resident wave of `ctas_per_sm` (0: the variant's policy) per SM.
@@ -92,11 +92,12 @@ void run_decode(DecodeGemmParams const& p, Variant v, DecodeOptions const& o, St
 
 /// Fills 4-bit weights of `experts` matrices [n][k] on the device: the seeded quantizer of
 /// core/fp4.hpp (the same bits as fp4::quantize_block on the host) with source weights bounded
-/// by `scale`, values [experts][n][k/2] (unless null: then only the scales and the global
-/// scales), scales [experts][n][k/16] stored as `layout` says (kTiled: n a multiple of 16, k
-/// of 128), global [experts].
+/// by `scale`, values [experts][n][k/2] stored as `values_layout` says, scales [experts][n][k/16]
+/// stored as `layout` says (kTiled: n a multiple of 16, k of 128), global [experts]. Values or
+/// scales may be null (not both): then only the other and the global scales are written.
 void fill_fp4(void* values, void* scales, float* global, std::int64_t experts, std::int64_t n,
               std::int64_t k, std::uint64_t seed, float scale, Stream stream,
-              fp4::ScaleLayout layout = fp4::ScaleLayout::kRowMajor);
+              fp4::ScaleLayout layout = fp4::ScaleLayout::kRowMajor,
+              fp4::ValueLayout values_layout = fp4::ValueLayout::kNibbles);
 
 } // namespace moefin::gemm

@@ -14,7 +14,8 @@ namespace {
 
 [[noreturn]] void reject(std::string const& flag, std::string const& spec, std::string const& why) {
   throw InputError(flag + ": candidate '" + spec + "' " + why +
-                   " (knobs: ks1, ks2, ks4, ks8, cta2, deep, loads, tscale, lean, joined by '+')");
+                   " (knobs: ks1, ks2, ks4, ks8, cta2, deep, loads, tscale, wpack, lean, joined "
+                   "by '+')");
 }
 
 } // namespace
@@ -29,11 +30,13 @@ DecodeCandidate parse_candidate(std::string const& spec, std::string const& flag
   std::stringstream ss(spec);
   std::string knob;
   while (std::getline(ss, knob, '+')) {
-    if (knob == "loads" || knob == "cta2" || knob == "deep" || knob == "tscale" || knob == "lean") {
+    if (knob == "loads" || knob == "cta2" || knob == "deep" || knob == "tscale" ||
+        knob == "wpack" || knob == "lean") {
       bool& on = knob == "loads"    ? c.loads_only
                  : knob == "cta2"   ? cta2
                  : knob == "deep"   ? c.deep
                  : knob == "tscale" ? c.tiled_scales
+                 : knob == "wpack"  ? c.packed_values
                                     : c.lean;
       if (on)
         reject(flag, spec, "repeats " + knob);
@@ -46,12 +49,15 @@ DecodeCandidate parse_candidate(std::string const& spec, std::string const& flag
       reject(flag, spec, "has an unknown knob '" + knob + "'");
     }
   }
+  if (c.packed_values && c.tiled_scales)
+    reject(flag, spec, "names tscale beside wpack, which reads tiled scales itself");
+  c.tiled_scales = c.tiled_scales || c.packed_values;
   if (c.deep && (cta2 || c.loads_only))
     reject(flag, spec, "combines deep (one CTA per SM, with math) with cta2 or loads");
   if (c.tiled_scales && (c.deep || c.loads_only))
     reject(flag, spec,
-           "combines tscale (built for the default pipeline, with math) with deep or "
-           "loads");
+           std::string("combines ") + (c.packed_values ? "wpack" : "tscale") +
+               " (built for the default pipeline, with math) with deep or loads");
   if (c.lean && !c.tiled_scales)
     reject(flag, spec, "has lean without tscale (built into the tiled-scale kernel only)");
   c.ctas_per_sm = cta2 ? 2 : 0;
@@ -62,7 +68,9 @@ DecodeCandidate parse_candidate(std::string const& spec, std::string const& flag
     c.name += "+cta2";
   if (c.deep)
     c.name += "+deep";
-  if (c.tiled_scales)
+  if (c.packed_values)
+    c.name += "+wpack";
+  else if (c.tiled_scales)
     c.name += "+tscale";
   if (c.lean)
     c.name += "+lean";
@@ -100,8 +108,9 @@ std::string candidate_skip_reason(DecodeCandidate const& c, WeightFormat f, std:
     return std::string("deep is built for fp4 weights at tile_m 16, not ") + weight_format_name(f) +
            " at tile_m " + std::to_string(tile_m);
   if (c.tiled_scales && f != WeightFormat::kFp4)
-    return std::string("tscale is a layout of fp4 scales, not of ") + weight_format_name(f) +
-           " weights";
+    return std::string(c.packed_values ? "wpack is a layout of fp4 values and scales"
+                                       : "tscale is a layout of fp4 scales") +
+           ", not of " + weight_format_name(f) + " weights";
   std::int64_t const steps = k / DecodePolicy::step_k(f);
   if (c.split_k != 0 && steps % c.split_k != 0)
     return "ks" + std::to_string(c.split_k) + " does not divide the " + std::to_string(steps) +

@@ -18,6 +18,10 @@
 //                       at immediate offsets, padding rows' lanes keep stale registers instead
 //                       of zeroing them, scales placed as bf16 bits instead of converted
 //                       (DecodeOptions::lean)
+//   wpack               tscale, and the fp4 values' words stored bit-permuted
+//                       (fp4::ValueLayout::kPacked): 8 integer instructions turn a word into
+//                       its 4 bf16 pairs instead of 13 (a data layout like tscale:
+//                       candidate_value_layout; it names tscale itself, and lean may join it)
 // The chain (core/ops/layer_plan.hpp) keeps the current policy. Host-only, no CUDA.
 
 #include "kernels/gemm/decode.hpp"
@@ -29,13 +33,15 @@
 namespace moefin::gemm {
 
 struct DecodeCandidate {
-  std::string name; // "sk+" and the knobs in canonical order (loads, cta2, deep, tscale, lean, ks):
-                    // the variant column of /gemm_sweep and /gemm_check
-  int split_k = 0;  // 0: plan_split's choice
+  std::string name;    // "sk+" and the knobs in canonical order (loads, cta2, deep, tscale or
+                       // wpack, lean, ks):
+                       // the variant column of /gemm_sweep and /gemm_check
+  int split_k = 0;     // 0: plan_split's choice
   int ctas_per_sm = 0; // 0: the sweep's --ctas-per-sm
   bool loads_only = false;
   bool deep = false;
   bool tiled_scales = false;
+  bool packed_values = false; // wpack (with tiled_scales)
   bool lean = false;
 };
 
@@ -61,12 +67,17 @@ DecodeOptions candidate_options(DecodeCandidate const& c, DecodeOptions base);
 inline fp4::ScaleLayout candidate_layout(DecodeCandidate const& c) {
   return c.tiled_scales ? fp4::ScaleLayout::kTiled : fp4::ScaleLayout::kRowMajor;
 }
+/// The fp4 value layout a candidate's weights are stored in (DecodeGemmParams::value_layout).
+inline fp4::ValueLayout candidate_value_layout(DecodeCandidate const& c) {
+  return c.packed_values ? fp4::ValueLayout::kPacked : fp4::ValueLayout::kNibbles;
+}
 
 /// The candidates of scripts/gpu/gemm_bw.sh: every split, two CTAs per SM with the plan's split
 /// and with the two deepest splits, the deep fp4 pipeline, the tiled fp4 scales alone and with
-/// two CTAs per SM, with lean loads, and the loads-only diagnostic with two CTAs per
-/// SM.
+/// two CTAs per SM, with lean loads, the packed fp4 values alone and with two CTAs per SM, and
+/// the loads-only diagnostic with two CTAs per SM.
 inline constexpr char const* kDefaultCandidates =
-    "ks1,ks2,ks4,ks8,cta2,cta2+ks4,cta2+ks8,deep,tscale,cta2+tscale,tscale+lean,loads+cta2";
+    "ks1,ks2,ks4,ks8,cta2,cta2+ks4,cta2+ks8,deep,tscale,cta2+tscale,tscale+lean,wpack,cta2+wpack,"
+    "loads+cta2";
 
 } // namespace moefin::gemm

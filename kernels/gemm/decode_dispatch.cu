@@ -28,6 +28,12 @@ void validate(DecodeGemmParams const& p, Variant v, DecodeOptions const& o) {
     if (reinterpret_cast<std::uintptr_t>(p.scales) % 16 != 0)
       reject("scale layout tiled needs scales aligned to 16 bytes (16-byte copies)");
   }
+  if (p.value_layout != fp4::ValueLayout::kNibbles) {
+    if (p.value_layout != fp4::ValueLayout::kPacked)
+      reject("unknown value layout " + std::to_string(static_cast<int>(p.value_layout)));
+    if (p.scale_layout != fp4::ScaleLayout::kTiled)
+      reject("value layout packed is read by the tiled-scale kernel only (scale layout tiled)");
+  }
   if (o.lean && p.scale_layout != fp4::ScaleLayout::kTiled)
     reject("lean is built into the tiled-scale kernel only (scale layout tiled)");
   if (v == Variant::kTiled) {
@@ -111,7 +117,14 @@ void run_decode(DecodeGemmParams const& p, Variant v, DecodeOptions const& o, St
     launch_kernel(kernel, grid, dim3(DecodePolicy::kThreads), smem, stream, o.pdl.pdl, p, args, k);
   };
   bool const fp4 = p.format == WeightFormat::kFp4;
-  if (p.scale_layout == fp4::ScaleLayout::kTiled && o.lean)
+  bool const packed = p.value_layout == fp4::ValueLayout::kPacked;
+  if (packed && o.lean)
+    p.gemm.tile_m == 8 ? launch(decode_gemm_wpack_kernel<1, true>)
+                       : launch(decode_gemm_wpack_kernel<2, true>);
+  else if (packed)
+    p.gemm.tile_m == 8 ? launch(decode_gemm_wpack_kernel<1, false>)
+                       : launch(decode_gemm_wpack_kernel<2, false>);
+  else if (p.scale_layout == fp4::ScaleLayout::kTiled && o.lean)
     p.gemm.tile_m == 8 ? launch(decode_gemm_tscale_kernel<1, true>)
                        : launch(decode_gemm_tscale_kernel<2, true>);
   else if (p.scale_layout == fp4::ScaleLayout::kTiled)
@@ -132,8 +145,13 @@ void run_decode(DecodeGemmParams const& p, Variant v, DecodeOptions const& o, St
 
 void fill_fp4(void* values, void* scales, float* global, std::int64_t experts, std::int64_t n,
               std::int64_t k, std::uint64_t seed, float scale, Stream stream,
-              fp4::ScaleLayout layout) {
+              fp4::ScaleLayout layout, fp4::ValueLayout values_layout) {
   ranges::check_multiple("fill_fp4 k", k, fp4::kBlock);
+  if (values == nullptr && scales == nullptr)
+    throw InputError("fill_fp4: neither values nor scales to write");
+  if (values_layout != fp4::ValueLayout::kNibbles && values_layout != fp4::ValueLayout::kPacked)
+    throw InputError("fill_fp4: unknown value layout " +
+                     std::to_string(static_cast<int>(values_layout)));
   if (layout == fp4::ScaleLayout::kTiled) {
     ranges::check_multiple("fill_fp4 k (tiled scales)", k, fp4::kTileK);
     ranges::check_multiple("fill_fp4 n (tiled scales)", n, fp4::kTileRows);
@@ -146,7 +164,7 @@ void fill_fp4(void* values, void* scales, float* global, std::int64_t experts, s
   std::int64_t const ctas = std::min<std::int64_t>((blocks + 255) / 256, 132 * 16);
   fill_fp4_kernel<<<static_cast<unsigned>(ctas), 256, 0, stream>>>(
       static_cast<std::uint8_t*>(values), static_cast<std::uint8_t*>(scales), global, experts,
-      blocks, k, layout, seed, scale);
+      blocks, k, layout, values_layout, seed, scale);
   MOEFIN_CUDA_CHECK_LAUNCH();
 }
 

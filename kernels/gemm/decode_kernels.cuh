@@ -84,12 +84,15 @@ namespace decode {
 /// from one 64-bit address, and a lane whose token row is padding skips its load and keeps its
 /// old registers (zeros at first) instead of zeroing them: column n of an MMA's output depends
 /// on column n of B only, and a padding token's columns are never stored. The scale pairs come
-/// from scale_pairs_lean.
+/// from scale_pairs_lean. kValues kPacked (built with kScales kTiled only): the fp4 words are
+/// stored bit-permuted (fp4::pack_word) and become the same pairs in 8 integer instructions
+/// instead of 13 (fp4::packed_pair_bits).
 /// The "stage-mix: unit" comments mark the code that runs once per unit, not once per stage
 /// (begin, end, or one line): scripts/sass_stage_mix.py counts the main loop's instructions
 /// outside them as the cost of one pipeline stage.
 template <WeightFormat kF, int kNT, bool kMath, int kS,
-          fp4::ScaleLayout kScales = fp4::ScaleLayout::kRowMajor, bool kLean = false>
+          fp4::ScaleLayout kScales = fp4::ScaleLayout::kRowMajor, bool kLean = false,
+          fp4::ValueLayout kValues = fp4::ValueLayout::kNibbles>
 __device__ __forceinline__ void gemm_body(DecodeGemmParams const& p, DecodeLaunch launch,
                                           PdlDevice const& k) {
   int const forced_ks = launch.forced_ks;
@@ -383,12 +386,19 @@ __device__ __forceinline__ void gemm_body(DecodeGemmParams const& p, DecodeLaunc
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             std::uint32_t const w = stw[(2 * m + h) * 128 + j];
-            std::uint32_t const w2 = w >> 8;
             std::uint32_t const s = sc[m][h][j >> 1];
-            r[h][0] = decode::bf16x2_mul(fp4::e2m1_pair_bits<0>(w), s);
-            r[h][1] = decode::bf16x2_mul(fp4::e2m1_pair_bits<1>(w), s);
-            r[h][2] = decode::bf16x2_mul(fp4::e2m1_pair_bits<0>(w2), s);
-            r[h][3] = decode::bf16x2_mul(fp4::e2m1_pair_bits<1>(w2), s);
+            if constexpr (kValues == fp4::ValueLayout::kPacked) {
+              r[h][0] = decode::bf16x2_mul(fp4::packed_pair_bits<0>(w), s);
+              r[h][1] = decode::bf16x2_mul(fp4::packed_pair_bits<1>(w), s);
+              r[h][2] = decode::bf16x2_mul(fp4::packed_pair_bits<2>(w), s);
+              r[h][3] = decode::bf16x2_mul(fp4::packed_pair_bits<3>(w), s);
+            } else {
+              std::uint32_t const w2 = w >> 8;
+              r[h][0] = decode::bf16x2_mul(fp4::e2m1_pair_bits<0>(w), s);
+              r[h][1] = decode::bf16x2_mul(fp4::e2m1_pair_bits<1>(w), s);
+              r[h][2] = decode::bf16x2_mul(fp4::e2m1_pair_bits<0>(w2), s);
+              r[h][3] = decode::bf16x2_mul(fp4::e2m1_pair_bits<1>(w2), s);
+            }
           }
 #pragma unroll
           for (int nt = 0; nt < kNT; ++nt) {
@@ -516,11 +526,22 @@ __global__ void __launch_bounds__(DecodePolicy::kThreads, 2)
                     fp4::ScaleLayout::kTiled, kLean>(p, launch, k);
 }
 
+/// DecodeGemmParams::value_layout kPacked (the `wpack` candidate): the tiled-scale kernel reading
+/// bit-permuted values (fp4::pack_word); its own name, like the tiled-scale kernel's.
+template <int kNT, bool kLean>
+__global__ void __launch_bounds__(DecodePolicy::kThreads, 2)
+    decode_gemm_wpack_kernel(DecodeGemmParams p, DecodeLaunch launch, PdlDevice k) {
+  decode::gemm_body<WeightFormat::kFp4, kNT, true, DecodePolicy::stages(WeightFormat::kFp4),
+                    fp4::ScaleLayout::kTiled, kLean, fp4::ValueLayout::kPacked>(p, launch, k);
+}
+
 /// One 16-weight block per thread step: the seeded quantizer of core/fp4.hpp. Scales go where
-/// `layout` puts them in [experts * n][k]; values may be null (scales only).
+/// `layout` puts them in [experts * n][k], values as `vlayout` says; either may be null (the
+/// other only).
 __global__ void fill_fp4_kernel(std::uint8_t* values, std::uint8_t* scales, float* global,
                                 std::int64_t experts, std::int64_t blocks, std::int64_t k,
-                                fp4::ScaleLayout layout, std::uint64_t seed, float scale) {
+                                fp4::ScaleLayout layout, fp4::ValueLayout vlayout,
+                                std::uint64_t seed, float scale) {
   float const gs = fp4::global_scale(scale);
   std::int64_t const stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   std::int64_t const first = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
@@ -529,14 +550,21 @@ __global__ void fill_fp4_kernel(std::uint8_t* values, std::uint8_t* scales, floa
   std::int64_t const row_blocks = k / fp4::kBlock;
   for (std::int64_t b = first; b < blocks; b += stride) {
     std::uint8_t v[fp4::kBlock / 2];
-    fp4::quantize_block(seed, static_cast<std::uint64_t>(b), scale, gs, v,
-                        scales + fp4::scale_offset(layout, b / row_blocks, b % row_blocks, k));
+    std::uint8_t unused_scale;
+    fp4::quantize_block(
+        seed, static_cast<std::uint64_t>(b), scale, gs, v,
+        scales == nullptr ? &unused_scale
+                          : scales + fp4::scale_offset(layout, b / row_blocks, b % row_blocks, k));
     if (values == nullptr)
       continue;
-    uint2 packed;
-    packed.x = v[0] | (v[1] << 8) | (v[2] << 16) | (static_cast<std::uint32_t>(v[3]) << 24);
-    packed.y = v[4] | (v[5] << 8) | (v[6] << 16) | (static_cast<std::uint32_t>(v[7]) << 24);
-    reinterpret_cast<uint2*>(values)[b] = packed;
+    uint2 words;
+    words.x = v[0] | (v[1] << 8) | (v[2] << 16) | (static_cast<std::uint32_t>(v[3]) << 24);
+    words.y = v[4] | (v[5] << 8) | (v[6] << 16) | (static_cast<std::uint32_t>(v[7]) << 24);
+    if (vlayout == fp4::ValueLayout::kPacked) {
+      words.x = fp4::pack_word(words.x);
+      words.y = fp4::pack_word(words.y);
+    }
+    reinterpret_cast<uint2*>(values)[b] = words;
   }
 }
 

@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
-# The layer chain with fp4 weights whose scales lie in 16 x 128 tiles (the chain's default since
-# 2026-12-05) against row-major scales, on the GPU machine, from the repository root (carry:
-# .deps; prebuilt binaries: MOEFIN_PREBUILT=1 scripts/device_prepare.sh). About 3-4 minutes after
-# the build. Correctness first: test_chain_equivalence (its fp4 case: the tiled chain's buffers
-# hash as the row-major chain's at tile 8 and 16, T = 1, 4, 16, PDL on and off, and the output is
-# within the reference's tolerance; and the rest of the chain's gpu test). Then `sweep layer`
-# three times in a row, fp4 only, at tile FP4_SCALES_TILE (default 8): row-major, tiled,
-# row-major again (A-B-A, so that a drift of the GPU between the runs shows). In $OUT:
+# The layer chain with fp4 weights in different layouts, A-B-A, on the GPU machine, from the
+# repository root (carry: .deps; prebuilt binaries: MOEFIN_PREBUILT=1 scripts/device_prepare.sh).
+# About 3-4 minutes after the build. Layouts: rowmajor (scales row-major, values as nibbles),
+# tiled (scales in 16 x 128 tiles: the chain's default since 2026-12-05), packed (tiled scales
+# and each values word bit-permuted: fp4::pack_word). Correctness first: test_chain_equivalence
+# (its fp4 case: the tiled and packed chains' buffers hash as the row-major chain's at tile 8 and
+# 16, T = 1, 4, 16, PDL on and off, and the output is within the reference's tolerance; and the
+# rest of the chain's gpu test). Then `sweep layer`, fp4 only, at tile FP4_SCALES_TILE (default
+# 8), once per entry of FP4_SCALES_RUNS in that order (default "rowmajor tiled rowmajor": A-B-A,
+# so that a drift of the GPU between the runs shows). In $OUT:
 #   fp4_scales_log.txt     everything printed, "done: PHASE" per finished phase
 #   chain_test.txt         build-device/tests/test_chain_equivalence
-#   layer_rowmajor_1.h5, layer_tiled.h5, layer_rowmajor_2.h5   the three sweeps (attribute
-#                          fp4_scales names the layout)
-#   summary.txt            the three sweeps' tables
+#   layer_<layout>_<i>.h5  the sweeps, i = 1, 2, .. in run order (attributes fp4_scales and
+#                          fp4_values name the layout)
+#   summary.txt            the sweeps' tables
 # Variables: FP4_SCALES_BUDGET_S (default 240) seconds after the build; FP4_SCALES_TOKENS
-# (default 1,4,16); FP4_SCALES_PHASES (default: build test sweep).
+# (default 1,4,16); FP4_SCALES_RUNS; FP4_SCALES_PHASES (default: build test sweep).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 out=${OUT:-out/fp4_scales}
@@ -21,6 +23,7 @@ budget=${FP4_SCALES_BUDGET_S:-240}
 phases=${FP4_SCALES_PHASES:-build test sweep}
 tokens=${FP4_SCALES_TOKENS:-1,4,16}
 tile=${FP4_SCALES_TILE:-8}
+read -r -a runs <<< "${FP4_SCALES_RUNS:-rowmajor tiled rowmajor}"
 mkdir -p "$out"
 log=$out/fp4_scales_log.txt
 touch "$log"
@@ -42,11 +45,22 @@ for phase in $phases; do
     "$bin" "${args[@]}" --list > /dev/null 2>> "$log" || { say "sweep: flags refused"; continue; }
     # Each run keeps ~60 s of the budget for each run after it (sweep layer has no time limit of
     # its own; a SIGINT at the limit keeps its finished rows).
-    n=2
-    for run in rowmajor_1 tiled rowmajor_2; do
-      run "sweep-$run" 30 $((60 * n)) "$bin" "${args[@]}" --fp4-scales "${run%_*}" \
-        --out "$out/layer_$run.h5" && mark_done "sweep-$run"
-      n=$((n - 1))
+    n=$((${#runs[@]} - 1))
+    i=1
+    for layout in "${runs[@]}"; do
+      case $layout in
+      rowmajor) flags=(--fp4-scales rowmajor --fp4-values nibbles) ;;
+      tiled) flags=(--fp4-scales tiled --fp4-values nibbles) ;;
+      packed) flags=(--fp4-scales tiled --fp4-values packed) ;;
+      *)
+        say "unknown layout '$layout' in FP4_SCALES_RUNS (rowmajor, tiled, packed)"
+        i=$((i + 1)) n=$((n - 1))
+        continue
+        ;;
+      esac
+      run "sweep-${layout}_$i" 30 $((60 * n)) "$bin" "${args[@]}" "${flags[@]}" \
+        --out "$out/layer_${layout}_$i.h5" && mark_done "sweep-${layout}_$i"
+      i=$((i + 1)) n=$((n - 1))
     done
     ;;
   *)
@@ -55,10 +69,12 @@ for phase in $phases; do
   esac
 done
 {
-  for run in rowmajor_1 tiled rowmajor_2; do
-    f=$out/layer_$run.h5
-    [[ -f $f ]] || { echo "== layer_$run.h5: not written (log says why)"; continue; }
-    echo "== layer_$run.h5"
+  i=1
+  for layout in "${runs[@]}"; do
+    f=$out/layer_${layout}_$i.h5
+    i=$((i + 1))
+    [[ -f $f ]] || { echo "== ${f##*/}: not written (log says why)"; continue; }
+    echo "== ${f##*/}"
     "$bin" sweep layer --print "$f"
   done
 } > "$out/summary.txt" 2>&1

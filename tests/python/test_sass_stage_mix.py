@@ -101,6 +101,8 @@ def test_the_full_issue_bound():
         == "fp4 tile 8 tscale"
     assert m.kernel_label("_ZN6moefin4gemm25decode_gemm_tscale_kernelILi2ELb1EEEvNS0_16Decode") \
         == "fp4 tile 16 tscale lean"
+    assert m.kernel_label("_ZN6moefin4gemm24decode_gemm_wpack_kernelILi1ELb0EEEvNS0_16Decode") \
+        == "fp4 tile 8 wpack"
     assert m.kernel_label("_ZN6moefin4gemm18decode_gemm_kernelILNS0_12WeightFormatE1ELi2ELb0EEEv") \
         == "fp4 tile 16 loads-only"
     assert m.kernel_label("_ZN6moefin4gemm15fill_fp4_kernelEPhS1_Pf") is None
@@ -145,7 +147,8 @@ def test_the_tool_on_this_tree_counts_each_kernel_s_stage(tmp_path):
     assert set(rows) == {"bf16 tile 8", "bf16 tile 16", "bf16 tile 16 loads-only", "fp4 tile 8",
                          "fp4 tile 16", "fp4 tile 16 loads-only", "fp4 tile 16 deep",
                          "fp4 tile 8 tscale", "fp4 tile 16 tscale", "fp4 tile 8 tscale lean",
-                         "fp4 tile 16 tscale lean"}
+                         "fp4 tile 16 tscale lean", "fp4 tile 8 wpack", "fp4 tile 16 wpack",
+                         "fp4 tile 8 wpack lean", "fp4 tile 16 wpack lean"}
     for label, r in rows.items():
         tiles = 1 if "tile 8" in label else 2
         loads_only = "loads-only" in label
@@ -154,5 +157,14 @@ def test_the_tool_on_this_tree_counts_each_kernel_s_stage(tmp_path):
         if fp4 and not loads_only:
             assert int(r["HMUL2"]) >= 64, label
         # Weight copies: 4 a stage; fp4 scales: 2 more row-major, 1 tiled.
-        assert int(r["LDGSTS"]) == 4 + (0 if not fp4 else 1 if "tscale" in label else 2), label
+        tiled = "tscale" in label or "wpack" in label
+        assert int(r["LDGSTS"]) == 4 + (0 if not fp4 else 1 if tiled else 2), label
         assert int(r["per stage"]) > 0 and int(r["per unit"]) > 0, label
+    # Packed values: the same stage with fewer integer instructions than tiled scales alone
+    # (8 instead of 13 a word of 8 values; 16 words a warp-stage at either tile).
+    for tile in (8, 16):
+        for lean in ("", " lean"):
+            packed = rows["fp4 tile %d wpack%s" % (tile, lean)]
+            nibbles = rows["fp4 tile %d tscale%s" % (tile, lean)]
+            saved = sum(int(nibbles[c]) - int(packed[c]) for c in ("LOP3", "IMAD", "SHF"))
+            assert saved >= 16 * 4, (tile, lean, saved)

@@ -1,0 +1,29 @@
+#pragma once
+// How the e2m1 values of 4-bit weights (core/fp4.hpp) are stored: the layouts' names, which the
+// GEMM params name (decode_gemm_params.hpp). The bit permutation itself is fp4::pack_word in
+// core/fp4.hpp. Header-only, no CUDA.
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace moefin::fp4 {
+
+enum class ValueLayout : std::int32_t {
+  kNibbles = 0, // two values per byte, the lower k in the low nibble (NVFP4's order)
+  kPacked = 1,  // the same 32-bit words, each one's bits permuted by fp4::pack_word
+};
+
+inline char const* value_layout_name(ValueLayout l) {
+  return l == ValueLayout::kNibbles ? "nibbles" : l == ValueLayout::kPacked ? "packed" : "?";
+}
+
+/// The layout value_layout_name calls `name`; nullopt for any other name.
+inline std::optional<ValueLayout> value_layout_from_name(std::string_view name) {
+  for (ValueLayout l : {ValueLayout::kNibbles, ValueLayout::kPacked})
+    if (name == value_layout_name(l))
+      return l;
+  return std::nullopt;
+}
+
+} // namespace moefin::fp4
