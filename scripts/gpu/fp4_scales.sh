@@ -14,8 +14,9 @@
 #   layer_<layout>_<i>.h5  the sweeps, i = 1, 2, .. in run order (attributes fp4_scales and
 #                          fp4_values name the layout)
 #   summary.txt            the sweeps' tables
-# Variables: FP4_SCALES_BUDGET_S (default 240) seconds after the build; FP4_SCALES_TOKENS
-# (default 1,4,16); FP4_SCALES_RUNS; FP4_SCALES_PHASES (default: build test sweep).
+# Variables: FP4_SCALES_BUDGET_S (default 240) seconds after the build; FP4_SCALES_RESERVE_S
+# (default 60) seconds of it each run leaves to each run after it; FP4_SCALES_TOKENS (default
+# 1,4,16); FP4_SCALES_RUNS; FP4_SCALES_PHASES (default: build test sweep).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 out=${OUT:-out/fp4_scales}
@@ -24,6 +25,7 @@ phases=${FP4_SCALES_PHASES:-build test sweep}
 tokens=${FP4_SCALES_TOKENS:-1,4,16}
 tile=${FP4_SCALES_TILE:-8}
 read -r -a runs <<< "${FP4_SCALES_RUNS:-rowmajor tiled rowmajor}"
+reserve=${FP4_SCALES_RESERVE_S:-60}
 mkdir -p "$out"
 log=$out/fp4_scales_log.txt
 touch "$log"
@@ -43,8 +45,8 @@ for phase in $phases; do
   sweep)
     # A bad flag stops here, on any host.
     "$bin" "${args[@]}" --list > /dev/null 2>> "$log" || { say "sweep: flags refused"; continue; }
-    # Each run keeps ~60 s of the budget for each run after it (sweep layer has no time limit of
-    # its own; a SIGINT at the limit keeps its finished rows).
+    # Each run keeps `reserve` seconds of the budget for each run after it (sweep layer has no
+    # time limit of its own; a SIGINT at the limit keeps its finished rows).
     n=$((${#runs[@]} - 1))
     i=1
     for layout in "${runs[@]}"; do
@@ -58,7 +60,7 @@ for phase in $phases; do
         continue
         ;;
       esac
-      run "sweep-${layout}_$i" 30 $((60 * n)) "$bin" "${args[@]}" "${flags[@]}" \
+      run "sweep-${layout}_$i" 30 $((reserve * n)) "$bin" "${args[@]}" "${flags[@]}" \
         --out "$out/layer_${layout}_$i.h5" && mark_done "sweep-${layout}_$i"
       i=$((i + 1)) n=$((n - 1))
     done
