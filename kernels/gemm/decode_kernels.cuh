@@ -11,7 +11,9 @@
 //   fp4:  32 k per lane = 4 words of 8 nibbles. Word j becomes 4 bf16 pairs r_i = (nibble i,
 //         nibble i + 4), i = 0..3 (both halves of a pair need the same shifts); its two MMA
 //         steps take a0/a2 = r0/r1 and r2/r3, and b0/b1 = activations (k0, k4)/(k1, k5) and
-//         (k2, k6)/(k3, k7) of the word's 8 k, paired with one byte permute each.
+//         (k2, k6)/(k3, k7) of the word's 8 k, paired with one byte permute each. Packed values
+//         (fp4::ValueLayout::kPacked) hold the same word bit-permuted: the same pairs, fewer
+//         instructions (fp4::packed_pair_bits).
 // fp4 values: bits (e1 e0 m) of a nibble placed at bf16 bits 8..6 and its sign at bit 15 give
 // exactly e2m1 * 2^-126 (code 1, 0.5, as a bf16 subnormal); one bf16 multiply by
 // e4m3 * 2^118 (below bf16's largest value for every e4m3) makes it e2m1 * e4m3 * 2^-8, exact
