@@ -608,14 +608,18 @@ BOOST_AUTO_TEST_CASE(the_decode_gemm_flavours_agree_with_their_binaries,
   // trigger placement of the GEMMs one at a time (trigger_variants), each kernel's trigger, waits,
   // pre-wait reads (none: the chain launches it without weights_before_wait), reads after the
   // wait and writes as the plan says.
-  // fp4 three times: row-major scales (decode_gemm_kernel), tiled ones (decode_gemm_tscale_kernel,
-  // the tscale candidate) and tiled with lean loads (tscale+lean): one contract.
+  // fp4 five times: row-major scales (decode_gemm_kernel), tiled ones (decode_gemm_tscale_kernel,
+  // the tscale candidate), tiled with lean loads (tscale+lean), and the last two with packed
+  // values (decode_gemm_wpack_kernel, the wpack candidate): one contract.
   std::size_t compared = 0, gemms = 0;
-  for (char const* format : {"bf16", "fp4", "fp4-tiled", "fp4-tiled-lean"})
+  for (char const* format :
+       {"bf16", "fp4", "fp4-tiled", "fp4-tiled-lean", "fp4-packed", "fp4-packed-lean"})
     for (std::int64_t tile_m : {8, 16})
       for (auto const& cfg :
            race::trigger_variants(chain::preset_config(chain::Preset::kSeedAfter), false)) {
-        bool const tiled = std::string(format).rfind("fp4-tiled", 0) == 0;
+        std::string const f = format;
+        bool const packed = f.rfind("fp4-packed", 0) == 0;
+        bool const tiled = packed || f.rfind("fp4-tiled", 0) == 0;
         chain::LayerPlan const layer =
             chain::make_layer_plan(cfg, finalize::variant("small_batch", "audit"),
                                    *chain::flavour_for_format(tiled ? "fp4" : format));
@@ -624,7 +628,8 @@ BOOST_AUTO_TEST_CASE(the_decode_gemm_flavours_agree_with_their_binaries,
         audit_plan::MoefinLaunchOptions o;
         o.tile_m = tile_m;
         o.tiled_scales = tiled;
-        o.lean = std::string(format) == "fp4-tiled-lean";
+        o.lean = f.size() > 5 && f.compare(f.size() - 5, 5, "-lean") == 0;
+        o.packed_values = packed;
         for (auto const& [planned, seen] : planned_and_seen(layer, o)) {
           for (auto const& d : audit::compare_plan(planned, seen))
             BOOST_ERROR(format << " tile " << tile_m << " " << chain::describe(cfg) << ": "
@@ -641,7 +646,7 @@ BOOST_AUTO_TEST_CASE(the_decode_gemm_flavours_agree_with_their_binaries,
         }
       }
   BOOST_TEST_MESSAGE(compared << " kernel descriptions of the decode flavours compared");
-  BOOST_TEST(gemms >= 8u * 2u * 4u);
+  BOOST_TEST(gemms >= 8u * 2u * 6u);
   // Unset, the layout is the chain's: fp4 weights' scales tiled (chain::LayerWeights), so the
   // decode-fp4 plan names the tiled-scale kernel and the bf16 one the plain decode kernel.
   auto gemm1_symbol = [](char const* format) {
@@ -655,6 +660,23 @@ BOOST_AUTO_TEST_CASE(the_decode_gemm_flavours_agree_with_their_binaries,
   BOOST_TEST(gemm1_symbol("fp4") == "moefin::gemm::decode_gemm_tscale_kernel<2, false>");
   BOOST_TEST(gemm1_symbol("bf16") ==
              "moefin::gemm::decode_gemm_kernel<(moefin::gemm::WeightFormat)0, 2, true>");
+  // Packed values name the wpack kernel, and need tiled scales.
+  audit_plan::MoefinLaunchOptions packed;
+  packed.packed_values = true;
+  BOOST_TEST(audit_plan::moefin_launches(
+                 chain::make_layer_plan(chain::preset_config(chain::Preset::kSeedAfter),
+                                        finalize::variant("small_batch", "audit"),
+                                        *chain::flavour_for_format("fp4")),
+                 packed)
+                 .launches[2]
+                 .kernel == "moefin::gemm::decode_gemm_wpack_kernel<2, false>");
+  packed.tiled_scales = false;
+  BOOST_CHECK_THROW(audit_plan::moefin_launches(
+                        chain::make_layer_plan(chain::preset_config(chain::Preset::kSeedAfter),
+                                               finalize::variant("small_batch", "audit"),
+                                               *chain::flavour_for_format("fp4")),
+                        packed),
+                    InputError);
   // The tiled kernel is another symbol: a plan with another GEMM cannot name it.
   audit_plan::MoefinLaunchOptions o;
   o.tiled_scales = true;

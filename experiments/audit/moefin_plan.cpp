@@ -124,9 +124,12 @@ audit::Launches moefin_launches(chain::LayerPlan const& plan, MoefinLaunchOption
   bool const tiled = o.tiled_scales.value_or(fp4_gemm);
   if (o.lean && !tiled)
     throw InputError("audit: lean loads are built into the tiled-scale kernel only");
+  if (o.packed_values && !tiled)
+    throw InputError("audit: packed fp4 values are read by the tiled-scale kernel only");
   std::string const gemm =
-      tiled ? "moefin::gemm::decode_gemm_tscale_kernel<" + std::to_string(o.tile_m / 8) + ", " +
-                  (o.lean ? "true" : "false") + ">"
+      tiled
+          ? std::string("moefin::gemm::decode_gemm_") + (o.packed_values ? "wpack" : "tscale") +
+                "_kernel<" + std::to_string(o.tile_m / 8) + ", " + (o.lean ? "true" : "false") + ">"
       : decode ? std::string("moefin::gemm::decode_gemm_kernel<(moefin::gemm::WeightFormat)") +
                      (gemm_impl == chain::kDecodeGemmFp4 ? "1" : "0") + ", " +
                      std::to_string(o.tile_m / 8) + ", true>"

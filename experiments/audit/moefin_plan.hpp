@@ -29,6 +29,9 @@ struct MoefinLaunchOptions {
   // InputError for true with another GEMM implementation, or for lean without tiled scales.
   std::optional<bool> tiled_scales;
   bool lean = false;
+  // fp4 values packed (fp4::ValueLayout::kPacked, with tiled scales: `sweep layer --fp4-values
+  // packed`): decode_gemm_wpack_kernel<tile_m / 8, lean>. An InputError without tiled scales.
+  bool packed_values = false;
   std::int64_t top_k = 8; // vecload's unroll (4, 2 or 1: whichever divides K)
   bool swiglu = true;     // activation_kernel<kSwiGlu> or <kRelu2>
   int iterations = chain::kVerifierIterations;

@@ -71,6 +71,7 @@ if(MOEFIN_ENABLE_CUDA)
       --kernel grouped_gemm_kernel=p:GroupedGemmParams,k:PdlDevice
       --kernel decode_gemm_kernel=p:DecodeGemmParams,launch:DecodeLaunch,k:PdlDevice
       --kernel decode_gemm_tscale_kernel=p:DecodeGemmParams,launch:DecodeLaunch,k:PdlDevice
+      --kernel decode_gemm_wpack_kernel=p:DecodeGemmParams,launch:DecodeLaunch,k:PdlDevice
       --expand DecodeGemmParams.gemm=GroupedGemmParams
       --kernel activation_kernel=p:ActivationParams,k:PdlDevice
       --kernel 8finalize7kernels=p:FinalizeParams,k:FinalizeKnobs
