@@ -649,11 +649,12 @@ BOOST_AUTO_TEST_CASE(the_decode_gemm_flavours_agree_with_their_binaries,
   BOOST_TEST(gemms >= 8u * 2u * 6u);
   // Unset, the layout is the chain's: fp4 weights' scales tiled (chain::LayerWeights), so the
   // decode-fp4 plan names the tiled-scale kernel and the bf16 one the plain decode kernel.
-  auto gemm1_symbol = [](char const* format) {
+  auto gemm1_symbol = [](char const* format, audit_plan::MoefinLaunchOptions const& o = {}) {
     return audit_plan::moefin_launches(
                chain::make_layer_plan(chain::preset_config(chain::Preset::kSeedAfter),
                                       finalize::variant("small_batch", "audit"),
-                                      *chain::flavour_for_format(format)))
+                                      *chain::flavour_for_format(format)),
+               o)
         .launches[2]
         .kernel;
   };
@@ -663,29 +664,13 @@ BOOST_AUTO_TEST_CASE(the_decode_gemm_flavours_agree_with_their_binaries,
   // Packed values name the wpack kernel, and need tiled scales.
   audit_plan::MoefinLaunchOptions packed;
   packed.packed_values = true;
-  BOOST_TEST(audit_plan::moefin_launches(
-                 chain::make_layer_plan(chain::preset_config(chain::Preset::kSeedAfter),
-                                        finalize::variant("small_batch", "audit"),
-                                        *chain::flavour_for_format("fp4")),
-                 packed)
-                 .launches[2]
-                 .kernel == "moefin::gemm::decode_gemm_wpack_kernel<2, false>");
+  BOOST_TEST(gemm1_symbol("fp4", packed) == "moefin::gemm::decode_gemm_wpack_kernel<2, false>");
   packed.tiled_scales = false;
-  BOOST_CHECK_THROW(audit_plan::moefin_launches(
-                        chain::make_layer_plan(chain::preset_config(chain::Preset::kSeedAfter),
-                                               finalize::variant("small_batch", "audit"),
-                                               *chain::flavour_for_format("fp4")),
-                        packed),
-                    InputError);
+  BOOST_CHECK_THROW(gemm1_symbol("fp4", packed), InputError);
   // The tiled kernel is another symbol: a plan with another GEMM cannot name it.
   audit_plan::MoefinLaunchOptions o;
   o.tiled_scales = true;
-  BOOST_CHECK_THROW(audit_plan::moefin_launches(
-                        chain::make_layer_plan(chain::preset_config(chain::Preset::kSeedAfter),
-                                               finalize::variant("small_batch", "audit"),
-                                               *chain::flavour_for_format("bf16")),
-                        o),
-                    InputError);
+  BOOST_CHECK_THROW(gemm1_symbol("bf16", o), InputError);
 }
 
 BOOST_AUTO_TEST_CASE(the_decode_gemm_reading_weights_before_its_wait_is_seen,
