@@ -288,6 +288,17 @@ MOEFIN_HD std::uint32_t unpack_word(std::uint32_t p) {
   return out;
 }
 
+/// Host: `bytes` bytes of nibble words (a multiple of 4, as a row of values is) packed word by
+/// word into `out` (the layout the generator writes with ValueLayout::kPacked).
+inline void pack_words(std::uint8_t const* in, std::uint8_t* out, std::size_t bytes) {
+  for (std::size_t i = 0; i + 4 <= bytes; i += 4) {
+    std::uint32_t w;
+    std::memcpy(&w, in + i, 4);
+    w = pack_word(w);
+    std::memcpy(out + i, &w, 4);
+  }
+}
+
 MOEFIN_HD std::uint32_t rotl32(std::uint32_t w, int s) {
   return (w << s) | (w >> (32 - s));
 }

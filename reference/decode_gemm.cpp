@@ -74,14 +74,17 @@ void decode_gemm(gemm::DecodeGemmParams const& dp, GemmOracle* oracle) {
         std::int64_t const wrow = x * N + j;
         double acc = 0.0;
         float sum = 0.0f;
+        std::uint32_t nibbles = 0; // packed_words: the word of 8 values holding k = i, unpermuted
         for (std::int64_t i = 0; i < K; ++i) {
           float w;
           if (fp4) {
             unsigned code;
-            if (packed_words) { // the word of 8 values holding k = i, unpermuted
-              std::uint32_t word;
-              std::memcpy(&word, packed + wrow * (K / 2) + (i / 8) * 4, 4);
-              code = (fp4::unpack_word(word) >> (4 * (i % 8))) & 0xFu;
+            if (packed_words) {
+              if (i % 8 == 0) {
+                std::memcpy(&nibbles, packed + wrow * (K / 2) + i / 2, 4);
+                nibbles = fp4::unpack_word(nibbles);
+              }
+              code = (nibbles >> (4 * (i % 8))) & 0xFu;
             } else {
               std::uint8_t const byte = packed[wrow * (K / 2) + i / 2];
               code = (i & 1) ? byte >> 4 : byte & 0xFu;

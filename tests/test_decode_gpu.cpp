@@ -86,14 +86,11 @@ BOOST_AUTO_TEST_CASE(the_device_quantizer_writes_the_host_twins_bits) {
     MOEFIN_CUDA_CHECK(cudaMemcpy(tiled.data(), w.scales(fp4::ScaleLayout::kTiled), tiled.size(),
                                  cudaMemcpyDeviceToHost));
     // The packed copy of the values holds each word of the nibbles bit-permuted.
-    std::vector<std::uint32_t> packed(h.values.size() / 4);
-    MOEFIN_CUDA_CHECK(cudaMemcpy(packed.data(), w.values(fp4::ValueLayout::kPacked),
-                                 h.values.size(), cudaMemcpyDeviceToHost));
-    for (std::size_t i = 0; i < packed.size(); ++i) {
-      std::uint32_t word;
-      std::memcpy(&word, h.values.data() + 4 * i, 4);
-      BOOST_REQUIRE_EQUAL(packed[i], fp4::pack_word(word));
-    }
+    std::vector<std::uint8_t> packed(h.values.size()), want(h.values.size());
+    MOEFIN_CUDA_CHECK(cudaMemcpy(packed.data(), w.values(fp4::ValueLayout::kPacked), packed.size(),
+                                 cudaMemcpyDeviceToHost));
+    fp4::pack_words(h.values.data(), want.data(), want.size());
+    BOOST_REQUIRE((packed == want));
     std::int64_t const row_blocks = k / fp4::kBlock;
     for (std::int64_t b = 0; b < blocks; ++b)
       BOOST_REQUIRE_EQUAL(tiled[static_cast<std::size_t>(fp4::scale_offset(
@@ -133,12 +130,7 @@ BOOST_AUTO_TEST_CASE(splitk_dequantizes_every_code_and_scale_byte_exactly) {
   for (int r = 0; r < 16; ++r)
     row_token[static_cast<std::size_t>(r)] = r;
   std::vector<std::uint8_t> packed(values.size());
-  for (std::size_t i = 0; i < values.size(); i += 4) {
-    std::uint32_t word;
-    std::memcpy(&word, values.data() + i, 4);
-    word = fp4::pack_word(word);
-    std::memcpy(packed.data() + i, &word, 4);
-  }
+  fp4::pack_words(values.data(), packed.data(), packed.size());
   DeviceBuffer d_v(values), d_vp(packed), d_s(scales), d_st(tiled), d_g(global), d_cta(cta),
       d_total(total), d_rt(row_token);
   DeviceBuffer a(static_cast<std::size_t>(16 * k * 2)), c(static_cast<std::size_t>(16 * n * 2));

@@ -563,12 +563,7 @@ BOOST_AUTO_TEST_CASE(the_reference_reads_packed_values_to_the_same_bits) {
   reference::decode_gemm(t.params(gemm::WeightFormat::kFp4), &o_nib);
   std::vector<std::uint16_t> const c_nib = t.c;
   std::vector<std::uint8_t> packed(t.wq.size());
-  for (std::size_t i = 0; i < packed.size(); i += 4) {
-    std::uint32_t w;
-    std::memcpy(&w, t.wq.data() + i, 4);
-    w = fp4::pack_word(w);
-    std::memcpy(packed.data() + i, &w, 4);
-  }
+  fp4::pack_words(t.wq.data(), packed.data(), packed.size());
   BOOST_TEST((packed != t.wq)); // a real permutation
   auto p = t.params(gemm::WeightFormat::kFp4);
   p.gemm.b = packed.data();
