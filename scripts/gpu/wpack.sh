@@ -3,14 +3,14 @@
 # in two calls, from the repository root (carry: .deps; prebuilt binaries of this commit:
 # MOEFIN_PREBUILT=1 scripts/device_prepare.sh, then the build takes seconds). Each call stays
 # under the 10-minute limit of one command and returns 3 files (the tool takes back 8).
-#   WPACK_PART=gemm  (~6-7 minutes) scripts/gpu/gemm_bw.sh: test_decode_gpu (the packed and tiled
+#   WPACK_PART=gemm  (90 s on an H100) scripts/gpu/gemm_bw.sh: test_decode_gpu (the packed and tiled
 #                    kernels bit for bit the row-major one, every split, both tiles, two CTAs
 #                    per SM, every PDL knob), then `sweep gemm` of fp4 splitk at tiles 8 and 16,
 #                    T = 1, 4, 16, candidates tscale, wpack, cta2+tscale, cta2+wpack (checked
 #                    against the reference first, all in the same interleaved rounds per tile);
 #                    then scripts/gpu/gemm.sh's sanitize phase (the four compute-sanitizer
 #                    tools over the PDL-knob case, which runs the wpack kernels too).
-#   WPACK_PART=layer (~6-7 minutes) scripts/gpu/fp4_scales.sh at tile 16: test_chain_equivalence
+#   WPACK_PART=layer (18 s on an H100) scripts/gpu/fp4_scales.sh at tile 16: test_chain_equivalence
 #                    (the tiled and packed chains hash as the row-major chain), then `sweep
 #                    layer` fp4 A-B-C-B-A: rowmajor, tiled, packed, tiled, rowmajor; then at tile
 #                    8 tiled, packed, tiled.
