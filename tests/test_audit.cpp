@@ -647,8 +647,9 @@ BOOST_AUTO_TEST_CASE(the_decode_gemm_flavours_agree_with_their_binaries,
       }
   BOOST_TEST_MESSAGE(compared << " kernel descriptions of the decode flavours compared");
   BOOST_TEST(gemms >= 8u * 2u * 6u);
-  // Unset, the layout is the chain's: fp4 weights' scales tiled (chain::LayerWeights), so the
-  // decode-fp4 plan names the tiled-scale kernel and the bf16 one the plain decode kernel.
+  // Unset, the layout is the chain's: fp4 weights' scales tiled and values packed
+  // (chain::LayerWeights), so the decode-fp4 plan names the packed-value kernel and the bf16 one
+  // the plain decode kernel.
   auto gemm1_symbol = [](char const* format, audit_plan::MoefinLaunchOptions const& o = {}) {
     return audit_plan::moefin_launches(
                chain::make_layer_plan(chain::preset_config(chain::Preset::kSeedAfter),
@@ -658,9 +659,17 @@ BOOST_AUTO_TEST_CASE(the_decode_gemm_flavours_agree_with_their_binaries,
         .launches[2]
         .kernel;
   };
-  BOOST_TEST(gemm1_symbol("fp4") == "moefin::gemm::decode_gemm_tscale_kernel<2, false>");
+  BOOST_TEST(gemm1_symbol("fp4") == "moefin::gemm::decode_gemm_wpack_kernel<2, false>");
   BOOST_TEST(gemm1_symbol("bf16") ==
              "moefin::gemm::decode_gemm_kernel<(moefin::gemm::WeightFormat)0, 2, true>");
+  // Nibbles name the tiled-scale kernel; row-major scales (values unset) the row-major one.
+  audit_plan::MoefinLaunchOptions nibbles;
+  nibbles.packed_values = false;
+  BOOST_TEST(gemm1_symbol("fp4", nibbles) == "moefin::gemm::decode_gemm_tscale_kernel<2, false>");
+  audit_plan::MoefinLaunchOptions rowmajor;
+  rowmajor.tiled_scales = false;
+  BOOST_TEST(gemm1_symbol("fp4", rowmajor) ==
+             "moefin::gemm::decode_gemm_kernel<(moefin::gemm::WeightFormat)1, 2, true>");
   // Packed values name the wpack kernel, and need tiled scales.
   audit_plan::MoefinLaunchOptions packed;
   packed.packed_values = true;

@@ -184,18 +184,20 @@ BOOST_AUTO_TEST_CASE(stamps_follow_the_trigger_placements) {
 }
 
 BOOST_AUTO_TEST_CASE(fp4_chain_with_tiled_scales_gives_the_row_major_bits_and_the_reference) {
-  // The decode-fp4 chain reads its scales in 16 x 128 tiles by default (LayerWeights'
-  // scale_layout, decode_gemm_tscale_kernel); the same weights with row-major scales take the
-  // row-major kernel, and with packed values the packed one (decode_gemm_wpack_kernel). Every
-  // buffer of every layer must hash the same, PDL on and off, and the output stay within the
-  // reference's tolerance.
+  // The decode-fp4 chain reads its scales in 16 x 128 tiles and its values packed by default
+  // (LayerWeights' layouts, decode_gemm_wpack_kernel); the same weights with nibbles take the
+  // tiled-scale kernel (decode_gemm_tscale_kernel), and with row-major scales the row-major one.
+  // Every buffer of every layer must hash the same, PDL on and off, and the output stay within
+  // the reference's tolerance.
   LayerShape const s = small_shape();
-  LayerWeights const tiled(s, 12, "fp4");
+  LayerWeights const tiled(s, 12, "fp4", fp4::ScaleLayout::kTiled, fp4::ValueLayout::kNibbles);
   LayerWeights const rowmajor(s, 12, "fp4", fp4::ScaleLayout::kRowMajor);
-  LayerWeights const packed(s, 12, "fp4", fp4::ScaleLayout::kTiled, fp4::ValueLayout::kPacked);
+  LayerWeights const packed(s, 12, "fp4");
   BOOST_TEST_REQUIRE((tiled.scale_layout() == fp4::ScaleLayout::kTiled));
   BOOST_TEST_REQUIRE((rowmajor.scale_layout() == fp4::ScaleLayout::kRowMajor));
+  BOOST_TEST_REQUIRE((packed.scale_layout() == fp4::ScaleLayout::kTiled));
   BOOST_TEST_REQUIRE((tiled.value_layout() == fp4::ValueLayout::kNibbles));
+  BOOST_TEST_REQUIRE((rowmajor.value_layout() == fp4::ValueLayout::kNibbles));
   BOOST_TEST_REQUIRE((packed.value_layout() == fp4::ValueLayout::kPacked));
   BOOST_CHECK_THROW(
       LayerWeights(s, 12, "fp4", fp4::ScaleLayout::kRowMajor, fp4::ValueLayout::kPacked),

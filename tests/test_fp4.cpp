@@ -158,6 +158,13 @@ BOOST_AUTO_TEST_CASE(value_layout_names_parse_back_and_nothing_else_does) {
     BOOST_TEST(!fp4::value_layout_from_name(bad).has_value(), bad);
 }
 
+BOOST_AUTO_TEST_CASE(the_chain_packs_values_where_its_scales_are_tiled_only) {
+  // The wpack kernel reads packed values with tiled scales; row-major scales have one kernel,
+  // which reads nibbles (chain::LayerWeights' default, `sweep layer` without --fp4-values).
+  BOOST_TEST((fp4::chain_value_layout(fp4::ScaleLayout::kTiled) == fp4::ValueLayout::kPacked));
+  BOOST_TEST((fp4::chain_value_layout(fp4::ScaleLayout::kRowMajor) == fp4::ValueLayout::kNibbles));
+}
+
 BOOST_AUTO_TEST_CASE(dequantized_weights_are_exact_in_bf16_after_the_gemms_2_to_the_minus_8) {
   // The kernel multiplies e2m1 * 2^-126 by bf16(e4m3 * 2^118): both factors exact in bf16 and the
   // product exact, for every code and every finite scale byte.

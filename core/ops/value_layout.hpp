@@ -3,6 +3,8 @@
 // GEMM params name (decode_gemm_params.hpp). The bit permutation itself is fp4::pack_word in
 // core/fp4.hpp. Header-only, no CUDA.
 
+#include "core/ops/scale_layout.hpp"
+
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -24,6 +26,13 @@ inline std::optional<ValueLayout> value_layout_from_name(std::string_view name) 
     if (name == value_layout_name(l))
       return l;
   return std::nullopt;
+}
+
+/// The chain's value layout for fp4 weights whose scales lie in `scales`: packed with tiled scales
+/// (the wpack kernel reads both; the same output bits, a faster GEMM), nibbles with row-major ones
+/// (the only layout their kernel reads).
+inline ValueLayout chain_value_layout(ScaleLayout scales) {
+  return scales == ScaleLayout::kTiled ? ValueLayout::kPacked : ValueLayout::kNibbles;
 }
 
 } // namespace moefin::fp4

@@ -1,6 +1,7 @@
 #include "experiments/audit/moefin_plan.hpp"
 
 #include "core/ops/errors.hpp"
+#include "core/ops/value_layout.hpp"
 #include "kernels/routing/fast_routing.hpp"
 
 namespace moefin::audit_plan {
@@ -124,12 +125,14 @@ audit::Launches moefin_launches(chain::LayerPlan const& plan, MoefinLaunchOption
   bool const tiled = o.tiled_scales.value_or(fp4_gemm);
   if (o.lean && !tiled)
     throw InputError("audit: lean loads are built into the tiled-scale kernel only");
-  if (o.packed_values && !tiled)
+  if (o.packed_values.value_or(false) && !tiled)
     throw InputError("audit: packed fp4 values are read by the tiled-scale kernel only");
+  bool const packed = o.packed_values.value_or(
+      tiled && fp4::chain_value_layout(fp4::ScaleLayout::kTiled) == fp4::ValueLayout::kPacked);
   std::string const gemm =
       tiled
-          ? std::string("moefin::gemm::decode_gemm_") + (o.packed_values ? "wpack" : "tscale") +
-                "_kernel<" + std::to_string(o.tile_m / 8) + ", " + (o.lean ? "true" : "false") + ">"
+          ? std::string("moefin::gemm::decode_gemm_") + (packed ? "wpack" : "tscale") + "_kernel<" +
+                std::to_string(o.tile_m / 8) + ", " + (o.lean ? "true" : "false") + ">"
       : decode ? std::string("moefin::gemm::decode_gemm_kernel<(moefin::gemm::WeightFormat)") +
                      (gemm_impl == chain::kDecodeGemmFp4 ? "1" : "0") + ", " +
                      std::to_string(o.tile_m / 8) + ", true>"

@@ -29,9 +29,11 @@ struct MoefinLaunchOptions {
   // InputError for true with another GEMM implementation, or for lean without tiled scales.
   std::optional<bool> tiled_scales;
   bool lean = false;
-  // fp4 values packed (fp4::ValueLayout::kPacked, with tiled scales: `sweep layer --fp4-values
-  // packed`): decode_gemm_wpack_kernel<tile_m / 8, lean>. An InputError without tiled scales.
-  bool packed_values = false;
+  // fp4 values packed (fp4::ValueLayout::kPacked, with tiled scales only):
+  // decode_gemm_wpack_kernel<tile_m / 8, lean>; false: the kernel of tiled_scales. Unset: as the
+  // chain launches it (fp4::chain_value_layout: packed where the scales are tiled). An
+  // InputError for true without tiled scales.
+  std::optional<bool> packed_values;
   std::int64_t top_k = 8; // vecload's unroll (4, 2 or 1: whichever divides K)
   bool swiglu = true;     // activation_kernel<kSwiGlu> or <kRelu2>
   int iterations = chain::kVerifierIterations;

@@ -140,10 +140,11 @@ int sweep_layer(cli::Args const& args) {
       "where fp4 weights' scales lie for the GEMMs: tiled (16 x 128 tiles, the chain's default) "
       "or rowmajor (as before 2026-12-05); the same output bits, another speed. Recorded as the "
       "file attribute fp4_scales")(
-      "fp4-values", po::value<std::string>()->default_value("nibbles"),
-      "how fp4 weights' values lie for the GEMMs: nibbles (NVFP4's order, the chain's default) or "
-      "packed (each 32-bit word bit-permuted, fewer instructions to dequantize; needs "
-      "--fp4-scales tiled); the same output bits. Recorded as the file attribute fp4_values")(
+      "fp4-values", po::value<std::string>(),
+      "how fp4 weights' values lie for the GEMMs: packed (each 32-bit word bit-permuted, fewer "
+      "instructions to dequantize; needs --fp4-scales tiled) or nibbles (NVFP4's order, as "
+      "before 2026-12-05); the same output bits. Unset: the chain's, packed with tiled scales "
+      "and nibbles with rowmajor. Recorded as the file attribute fp4_values")(
       "stamps", po::value<std::string>()->implicit_value("all"),
       "--stamps[=T,..]: after the timed rounds, replay the graph of each configuration (of these "
       "token counts; all when none are given) once more with per-CTA stamps and store its last "
@@ -201,11 +202,14 @@ int sweep_layer(cli::Args const& args) {
   if (!layout)
     throw InputError("--fp4-scales: value '" + fp4_scales + "' not one of {tiled, rowmajor}");
   fp4::ScaleLayout const scale_layout = *layout;
-  std::string const fp4_values = vm["fp4-values"].as<std::string>();
-  std::optional<fp4::ValueLayout> const vlayout = fp4::value_layout_from_name(fp4_values);
-  if (!vlayout)
-    throw InputError("--fp4-values: value '" + fp4_values + "' not one of {nibbles, packed}");
-  fp4::ValueLayout const value_layout = *vlayout;
+  fp4::ValueLayout value_layout = fp4::chain_value_layout(scale_layout);
+  if (vm.count("fp4-values")) {
+    std::string const fp4_values = vm["fp4-values"].as<std::string>();
+    std::optional<fp4::ValueLayout> const vlayout = fp4::value_layout_from_name(fp4_values);
+    if (!vlayout)
+      throw InputError("--fp4-values: value '" + fp4_values + "' not one of {packed, nibbles}");
+    value_layout = *vlayout;
+  }
   if (value_layout == fp4::ValueLayout::kPacked && scale_layout != fp4::ScaleLayout::kTiled)
     throw InputError("--fp4-values packed: read by the tiled-scale GEMM only, so it needs "
                      "--fp4-scales tiled");

@@ -57,13 +57,16 @@ void device_free(void* p) {
 } // namespace
 
 LayerWeights::LayerWeights(LayerShape const& shape, std::uint64_t seed, std::string const& format,
-                           fp4::ScaleLayout scale_layout, fp4::ValueLayout value_layout)
+                           fp4::ScaleLayout scale_layout,
+                           std::optional<fp4::ValueLayout> value_layout_or_default)
     : shape_(shape), format_(format), flavour_(flavour_for_format(format)) {
   if (!flavour_)
     throw InputError("weights format '" + format + "' not one of {bf16-tiled, bf16, fp4}");
   if (scale_layout != fp4::ScaleLayout::kRowMajor && scale_layout != fp4::ScaleLayout::kTiled)
     throw InputError("fp4 scale layout " + std::to_string(static_cast<int>(scale_layout)) +
                      " is neither row-major nor tiled");
+  fp4::ValueLayout const value_layout =
+      value_layout_or_default.value_or(fp4::chain_value_layout(scale_layout));
   if (value_layout != fp4::ValueLayout::kNibbles && value_layout != fp4::ValueLayout::kPacked)
     throw InputError("fp4 value layout " + std::to_string(static_cast<int>(value_layout)) +
                      " is neither nibbles nor packed");

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,13 +45,15 @@ int buffer_element_bytes(Buffer b);
 /// whose output bits are the row-major kernel's; test_decode_gpu, test_chain_equivalence).
 /// With `value_layout` kPacked (tiled scales only) fp4 values are also stored with each word
 /// bit-permuted (fp4::pack_word), and the GEMMs read that copy (decode_gemm_wpack_kernel, the
-/// `wpack` candidate; the same output bits again).
+/// `wpack` candidate; the same output bits again). Unset, it is fp4::chain_value_layout: packed
+/// with tiled scales (the default since 2026-12-05, measured faster in every GEMM cell and layer
+/// row of results/h100_wpack/), nibbles with row-major ones.
 class LayerWeights {
 public:
   LayerWeights(LayerShape const& shape, std::uint64_t seed,
                std::string const& format = kDefaultWeightsFormat,
                fp4::ScaleLayout scale_layout = fp4::ScaleLayout::kTiled,
-               fp4::ValueLayout value_layout = fp4::ValueLayout::kNibbles);
+               std::optional<fp4::ValueLayout> value_layout = std::nullopt);
   ~LayerWeights();
   LayerWeights(LayerWeights const&) = delete;
   LayerWeights& operator=(LayerWeights const&) = delete;

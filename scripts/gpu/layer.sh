@@ -5,7 +5,7 @@
 # ~0-90 s, gpu tests ~30, equivalence sized to ~60, race ~20, the layer sweep what is left but
 # 50 s, then the torch peer, sweep gemm and sweep routing in what remains). A phase that does
 # not fit is skipped and says so; a run cut by the budget is stopped with SIGINT and keeps its
-# finished rows. In $OUT (8 files; 9 with layer-packed):
+# finished rows. In $OUT (8 files; 9 with layer-nibbles):
 #   layer_log.txt      everything printed, "done: PHASE" per finished phase, the GPU, the
 #                      equivalence sizing (routings/s of the pilot and the count it chose)
 #   gpu_tests.txt      scripts/gpu_tests.sh: test_decode_gpu, test_chain_kernels,
@@ -18,8 +18,9 @@
 #                      wait, 25 us delay in routing (the benchmark cell and its neighbours)
 #   layer_sweep.h5     moefin sweep layer, the three seed shapes, T = 1, 8, 16, 32, 64, 128,
 #                      bf16 and fp4, new vs previous finalize, seed-after vs seed-before
-#   layer_sweep_packed.h5  (phase layer-packed, not a default) the fp4 rows of layer_sweep.h5 again
-#                      with packed values (--fp4-values packed), a run of its own
+#   layer_sweep_nibbles.h5  (phase layer-nibbles, not a default) the fp4 rows of layer_sweep.h5
+#                      again with the values as nibbles (--fp4-values nibbles; the chain's
+#                      default is packed), a run of its own
 #   layer_peer.h5      experiments/chain/peers_layer_torch.py: the PyTorch layer, /layer_sweep
 #   gemm_routing.tar   gemm_sweep.h5 (moefin sweep gemm: weight-stream bandwidth against the
 #                      copy bandwidth of the same run) and routing_sweep.h5 (moefin sweep routing:
@@ -89,9 +90,9 @@ for phase in $phases; do
     run layer 45 50 "$bin" sweep layer --tokens "$tokens" --weights-format bf16,fp4 \
       --out "$out/layer_sweep.h5" && mark_done layer
     ;;
-  layer-packed)
-    run layer-packed 20 45 "$bin" sweep layer --tokens "$tokens" --weights-format fp4 \
-      --fp4-values packed --out "$out/layer_sweep_packed.h5" && mark_done layer-packed
+  layer-nibbles)
+    run layer-nibbles 20 45 "$bin" sweep layer --tokens "$tokens" --weights-format fp4 \
+      --fp4-values nibbles --out "$out/layer_sweep_nibbles.h5" && mark_done layer-nibbles
     ;;
   peer)
     run peer 25 20 env PYTHONUNBUFFERED=1 python3 experiments/chain/peers_layer_torch.py \
@@ -115,7 +116,7 @@ done
   peers=()
   [[ -f $out/layer_peer.h5 ]] && peers=(--peers "$out/layer_peer.h5")
   [[ -f $out/layer_sweep.h5 ]] && "$bin" sweep layer --print "$out/layer_sweep.h5" "${peers[@]}"
-  [[ -f $out/layer_sweep_packed.h5 ]] && "$bin" sweep layer --print "$out/layer_sweep_packed.h5"
+  [[ -f $out/layer_sweep_nibbles.h5 ]] && "$bin" sweep layer --print "$out/layer_sweep_nibbles.h5"
   [[ -f $out/equivalence.h5 ]] && "$bin" equivalence --print "$out/equivalence.h5"
   for f in bf16 fp4; do
     [[ -f $tmp/race_$f.h5 ]] && { echo "race, $f weights:"; "$bin" race --print "$tmp/race_$f.h5" | tail -8; }

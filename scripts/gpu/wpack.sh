@@ -16,9 +16,10 @@
 #                    layer` fp4 A-B-C-B-A: rowmajor, tiled, packed, tiled, rowmajor; then at tile
 #                    8 tiled, packed, tiled.
 #   WPACK_PART=sweep (at most 260 s) scripts/gpu/layer.sh's phases build test race layer
-#                    layer-packed peer: the GPU tests, the race benchmark cell, the whole layer
+#                    layer-nibbles peer: the GPU tests, the race benchmark cell, the whole layer
 #                    sweep (three seed shapes, T = 1..128, bf16 and fp4 with the chain's default
-#                    layouts), its fp4 rows again with packed values, and the PyTorch peer.
+#                    layouts: tiled scales, packed values), its fp4 rows again with the values as
+#                    nibbles, and the PyTorch peer.
 # In $OUT, per part: wpack_<part>.tar.gz (the part's folders: their logs, test outputs, result
 # files and summaries) and wpack_<part>_summary.txt (their summaries); and wpack_<WPACK_PART>_log.txt
 # (this script's lines and the parts' logs): 3 files for one part, 7 for all (the tool takes back
@@ -62,8 +63,8 @@ run_part() {
     ;;
   sweep)
     dirs=(sweep)
-    say "layer.sh: build test race layer layer-packed peer"
-    OUT=$out/sweep LAYER_PHASES="build test race layer layer-packed peer" LAYER_BUDGET_S=260 \
+    say "layer.sh: build test race layer layer-nibbles peer"
+    OUT=$out/sweep LAYER_PHASES="build test race layer layer-nibbles peer" LAYER_BUDGET_S=260 \
       scripts/gpu/layer.sh >> "$log" 2>&1
     say "layer.sh: exit $?"
     ;;

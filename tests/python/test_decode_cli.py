@@ -1,4 +1,5 @@
-"""`moefin sweep gemm` and `moefin sweep routing` without a GPU: bad flags are one-line usage
+"""`moefin sweep gemm`, `moefin sweep routing` and the fp4 layout flags of `moefin sweep layer`
+without a GPU: bad flags are one-line usage
 errors (exit 2) naming the flag, bad files one-line file errors (exit 1), and the estimate counts
 the configurations the flags select."""
 import re
@@ -21,17 +22,31 @@ USAGE = [
     (("sweep", "routing", "--impls", "nope"), "--impls"),
     (("sweep", "routing", "--tokens", "0"), "--tokens"),
     (("sweep", "routing", "--tile", "0"), "--tile"),
+    (("sweep", "layer", "--fp4-scales", "columns"), "--fp4-scales"),
+    (("sweep", "layer", "--fp4-values", "bytes"), "--fp4-values"),
+    (("sweep", "layer", "--fp4-scales", "rowmajor", "--fp4-values", "packed"),
+     "--fp4-scales tiled"),
 ]
 
 
 @pytest.mark.parametrize("args,names", USAGE, ids=[" ".join(a[1:]) for a, _ in USAGE])
 def test_bad_flags_are_one_line_usage_errors(moefin, args, names):
-    # sweep gemm checks its flags before --estimate; sweep routing before it looks for a device.
-    extra = ["--estimate"] if args[1] == "gemm" else []
+    # sweep gemm checks its flags before --estimate, sweep layer before --list; sweep routing
+    # before it looks for a device.
+    extra = {"gemm": ["--estimate"], "layer": ["--list"]}.get(args[1], [])
     proc = run(moefin, *args, *extra, check=False)
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and names in lines[0], proc.stderr
+
+
+@pytest.mark.parametrize("flags", [("--fp4-scales", "rowmajor"), ("--fp4-values", "nibbles"),
+                                   ("--fp4-values", "packed")])
+def test_the_value_layout_follows_the_scales_unless_given(moefin, flags):
+    # Unset, the values are packed with tiled scales and nibbles with row-major ones
+    # (fp4::chain_value_layout), so row-major scales alone are no error; the rows do not change.
+    assert run(moefin, "sweep", "layer", *flags, "--list").stdout == \
+        run(moefin, "sweep", "layer", "--list").stdout
 
 
 @pytest.mark.parametrize("command", ["gemm", "routing"])
