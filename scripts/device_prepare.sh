@@ -43,7 +43,9 @@ echo "$commit" > .deps/git_commit
 # MOEFIN_PREBUILT=1: build moefin and the gpu tests here (sm_90, the build dir's configuration)
 # and carry them, stripped, in .deps/prebuilt.tar.xz; scripts/device_build.sh then uses them instead of
 # building on the GPU machine. A dirty tree is built as it is now: do not edit it between this
-# and the device call.
+# and the device call. MOEFIN_PREBUILT_TARGETS="moefin test_decode_gpu ..." packs only those (each
+# test binary adds about 0.8 MB to the 9 MB of the full set; a call carries at most 64 MiB with
+# the tree, whose tracked files are over 55 MB): the call's MOEFIN_BUILD_TARGETS must be among them.
 rm -rf .deps/prebuilt .deps/prebuilt.tar.xz
 if [[ ${MOEFIN_PREBUILT:-0} == 1 ]]; then
   build=${MOEFIN_BUILD_DIR:-build}
@@ -54,6 +56,17 @@ if [[ ${MOEFIN_PREBUILT:-0} == 1 ]]; then
   extra=()
   [[ -n $(sed -n 's/^MOEFIN_FLASHINFER_ROOT:PATH=//p' "$build/CMakeCache.txt") ]] &&
     extra=(test_flashinfer_adapter)
+  if [[ -n ${MOEFIN_PREBUILT_TARGETS:-} ]]; then
+    read -r -a wanted <<< "$MOEFIN_PREBUILT_TARGETS"
+    [[ " ${wanted[*]} " == *" moefin "* ]] ||
+      { echo "device_prepare: MOEFIN_PREBUILT_TARGETS must name moefin" >&2; exit 1; }
+    for t in "${wanted[@]}"; do
+      [[ $t == moefin || " ${tests[*]} ${extra[*]} " == *" $t "* ]] ||
+        { echo "device_prepare: '$t' is neither moefin nor a GPU test (scripts/gpu_tests.sh --list)" >&2; exit 1; }
+    done
+    tests=() extra=()
+    for t in "${wanted[@]}"; do [[ $t == moefin ]] || tests+=("$t"); done
+  fi
   targets=(moefin "${tests[@]}" "${extra[@]}")
   echo "device_prepare: building ${targets[*]} in $build"
   nice -n 5 cmake --build "$build" -j2 $(printf -- '--target %s ' "${targets[@]}") >/dev/null
