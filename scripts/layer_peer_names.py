@@ -10,7 +10,8 @@ root gets `converted_by` (this script), `converted_from` (SRC as given), `conver
 (SRC's sha256), `conversion` (what was mapped) and `converted_date_utc`.
 
 usage: scripts/layer_peer_names.py SRC DST [--overwrite]
-       (data/h200/h200_layer_peer.h5 came from results/h200_layer_peer/h200_layer_peer.h5)
+       (results/h200_decode_rowmajor/h200_layer_peer.h5, data/h200's peer until 2026-12-05,
+       came from results/h200_layer_peer/h200_layer_peer.h5)
 Exit status: 0 written; 1 SRC unreadable, not a peer file or with a shape the peer does not
 know, or DST exists without --overwrite; 2 bad usage.
 """

@@ -134,11 +134,12 @@ def test_names_script_refuses_unknown_shapes_and_an_existing_output(tmp_path):
     assert (tmp_path / "taken.h5").read_bytes() == b"x"
 
 
-def test_committed_peer_is_the_raw_measurement_with_the_chains_names():
-    """data/h200/h200_layer_peer.h5 = results/h200_layer_peer/h200_layer_peer.h5 through
-    scripts/layer_peer_names.py: the same values, top-22 under the chain's name."""
+def test_converted_peer_is_the_raw_measurement_with_the_chains_names():
+    """results/h200_decode_rowmajor/h200_layer_peer.h5 (data/h200's peer until 2026-12-05) =
+    results/h200_layer_peer/h200_layer_peer.h5 through scripts/layer_peer_names.py: the same
+    values, top-22 under the chain's name."""
     src = ROOT / "results" / "h200_layer_peer" / "h200_layer_peer.h5"
-    dst = ROOT / "data" / "h200" / "h200_layer_peer.h5"
+    dst = ROOT / "results" / "h200_decode_rowmajor" / "h200_layer_peer.h5"
     old, new = _same_except_names(src, dst)
     mapped = {OLD_TOP22: peer.SHAPES["top-22"]["name"]}
     assert [mapped.get(s, s) for s in old["shape"].astype(str)] == new["shape"].astype(str).tolist()
@@ -146,3 +147,13 @@ def test_committed_peer_is_the_raw_measurement_with_the_chains_names():
     with h5py.File(dst, "r") as f:
         assert f.attrs["converted_from"] == "results/h200_layer_peer/h200_layer_peer.h5"
         assert f.attrs["converted_sha256"] == names.sha256(src)
+
+
+def test_committed_peer_names_the_chains_shapes_without_conversion():
+    """data/h200/h200_layer_peer.h5 was written with the chain's shape names (measured after the
+    peer took them): every shape of the peer's table, nothing to convert."""
+    with h5py.File(ROOT / "data" / "h200" / "h200_layer_peer.h5", "r") as f:
+        shapes = sorted(set(f["layer_sweep/table"]["shape"].astype(str)))
+        assert "converted_from" not in f.attrs
+    assert OLD_TOP22 not in shapes
+    assert shapes == sorted(s["name"] for s in peer.SHAPES.values())
