@@ -128,7 +128,8 @@ audit::Launches moefin_launches(chain::LayerPlan const& plan, MoefinLaunchOption
   if (o.packed_values.value_or(false) && !tiled)
     throw InputError("audit: packed fp4 values are read by the tiled-scale kernel only");
   bool const packed = o.packed_values.value_or(
-      tiled && fp4::chain_value_layout(fp4::ScaleLayout::kTiled) == fp4::ValueLayout::kPacked);
+      fp4::chain_value_layout(tiled ? fp4::ScaleLayout::kTiled : fp4::ScaleLayout::kRowMajor) ==
+      fp4::ValueLayout::kPacked);
   std::string const gemm =
       tiled
           ? std::string("moefin::gemm::decode_gemm_") + (packed ? "wpack" : "tscale") + "_kernel<" +
