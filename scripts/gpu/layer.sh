@@ -5,7 +5,8 @@
 # ~0-90 s, gpu tests ~30, equivalence sized to ~60, race ~20, the layer sweep what is left but
 # 50 s, then the torch peer, sweep gemm and sweep routing in what remains). A phase that does
 # not fit is skipped and says so; a run cut by the budget is stopped with SIGINT and keeps its
-# finished rows. In $OUT (8 files; 9 with layer-nibbles):
+# finished rows. In $OUT (8 files; 9 with layer-nibbles, one more than a device call takes back:
+# scripts/gpu/wpack.sh's sweep part packs them in one archive):
 #   layer_log.txt      everything printed, "done: PHASE" per finished phase, the GPU, the
 #                      equivalence sizing (routings/s of the pilot and the count it chose)
 #   gpu_tests.txt      scripts/gpu_tests.sh: test_decode_gpu, test_chain_kernels,

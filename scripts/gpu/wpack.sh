@@ -2,7 +2,7 @@
 # Packed fp4 values (`wpack`) and tiled scales at both routing tiles, and the committed layer sweep
 # again, measured on the GPU machine from the repository root (carry: .deps; prebuilt binaries of
 # this commit: MOEFIN_PREBUILT=1 scripts/device_prepare.sh, then the build takes seconds). One call
-# per part, or WPACK_PART=all (the three in turn, about 4 minutes on an H100) in one call under its
+# per part, or WPACK_PART=all (the three in turn: 166 s on the H200) in one call under its
 # 10-minute limit.
 #   WPACK_PART=gemm  (90 s on an H100) scripts/gpu/gemm_bw.sh: test_decode_gpu (the packed and tiled
 #                    kernels bit for bit the row-major one, every split, both tiles, two CTAs

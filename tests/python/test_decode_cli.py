@@ -1,7 +1,6 @@
 """`moefin sweep gemm`, `moefin sweep routing` and the fp4 layout flags of `moefin sweep layer`
-without a GPU: bad flags are one-line usage
-errors (exit 2) naming the flag, bad files one-line file errors (exit 1), and the estimate counts
-the configurations the flags select."""
+without a GPU: bad flags are one-line usage errors (exit 2) naming the flag, bad files one-line
+file errors (exit 1), and the estimate counts the configurations the flags select."""
 import re
 
 import pytest
@@ -42,9 +41,11 @@ def test_bad_flags_are_one_line_usage_errors(moefin, args, names):
 
 @pytest.mark.parametrize("flags", [("--fp4-scales", "rowmajor"), ("--fp4-values", "nibbles"),
                                    ("--fp4-values", "packed")])
-def test_the_value_layout_follows_the_scales_unless_given(moefin, flags):
+def test_layout_flags_are_accepted_and_leave_the_rows_alone(moefin, flags):
     # Unset, the values are packed with tiled scales and nibbles with row-major ones
     # (fp4::chain_value_layout), so row-major scales alone are no error; the rows do not change.
+    # The listing does not name the layout: which one runs is test_fp4's rule and, on a GPU,
+    # test_chain_equivalence's default.
     assert run(moefin, "sweep", "layer", *flags, "--list").stdout == \
         run(moefin, "sweep", "layer", "--list").stdout
 
