@@ -40,6 +40,13 @@ MARKED = "kernels/gemm/decode_kernels.cuh"
 CLASSES = ("HMMA", "HMUL2", "LOP3", "IMAD", "PRMT", "SHF", "LDS", "LDGSTS", "LDG")
 WARP_STAGE_BYTES = 2048  # weights of one warp-stage (32 rows x 64 bytes), either format
 FP4_SCALE_BYTES = 256    # fp4: 32 rows x 8 scale bytes
+WIDE_WIDTH = 2           # warp-stages per turn of the wide kernels' loop (DecodePolicy::kWideWidth)
+
+
+def per_warp_stage(count, width):
+    """A loop's count over the warp-stages it streams a turn: an int where it divides, else a
+    float to the half."""
+    return count // width if count % width == 0 else count / width
 
 
 def unit_lines(text):
@@ -163,10 +170,12 @@ def kernel_label(mangled):
     if m:
         return "%s tile %d%s" % (fmt[m.group(1)], 8 * int(m.group(2)),
                                  "" if m.group(3) == "1" else " loads-only")
-    m = re.search(r"decode_gemm_(tscale|wpack)_kernelILi(\d)ELb(\d)", mangled)
+    m = re.search(r"decode_gemm_(tscale|wpack|wide)_kernelILi(\d)ELb(\d)E(?:Li(\d)E)?", mangled)
     if m:
-        return "fp4 tile %d %s%s" % (8 * int(m.group(2)), m.group(1),
-                                     " lean" if m.group(3) == "1" else "")
+        # The wide kernel's 2-stage instance is the one two CTAs per SM launch (cta2).
+        return "fp4 tile %d %s%s%s" % (8 * int(m.group(2)), m.group(1),
+                                       " lean" if m.group(3) == "1" else "",
+                                       " cta2" if m.group(4) == "2" else "")
     if "decode_gemm_deep_kernel" in mangled:
         return "fp4 tile 16 deep"
     return None
@@ -210,6 +219,9 @@ def main():
         if mix is None:
             fail("no main loop (HMMA or LDGSTS) in " + name)
         stage, unit = mix
+        # The wide kernels' loop streams WIDE_WIDTH warp-stages a turn: counted per warp-stage.
+        width = WIDE_WIDTH if " wide" in label else 1
+        stage = collections.Counter({c: per_warp_stage(v, width) for c, v in stage.items()})
         regs, _, spill = ptxas.get(name, ["?", 0, "?"])
         rows.append([label, regs, spill, stage["total"], unit] + [stage[c] for c in CLASSES] +
                     [stage["other"], "%.0f%%" % bound(label, stage["total"], a.copy_gbs, a.sms,
@@ -228,8 +240,10 @@ def main():
         "# 'per stage' = the main loop's instructions outside the 'stage-mix: unit' regions of",
         "# %s (a static count: both sides of a branch inside a stage" % MARKED,
         "# count), 'per unit' = inside them (once per unit: its start, its last stage's combine",
-        "# and store). A warp-stage streams %d bytes of weights (+%d of fp4 scales);" % (
+        "# and store). A warp-stage streams %d bytes of weights (+%d of fp4 scales); the" % (
             WARP_STAGE_BYTES, FP4_SCALE_BYTES),
+        "# 'wide' kernels' loop streams %d a turn, and their counts are per warp-stage." % (
+            WIDE_WIDTH),
         "# 'full-issue bound' = those bytes per 'per stage' instructions at 4 instructions per",
         "# clock per SM, %d SMs at %.2f GHz, as %% of %.0f GB/s (above 100%%: not issue-bound)." % (
             a.sms, a.clock_ghz, a.copy_gbs),

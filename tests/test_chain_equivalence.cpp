@@ -233,20 +233,34 @@ BOOST_AUTO_TEST_CASE(fp4_chain_with_tiled_scales_gives_the_row_major_bits_and_th
       o.tile_m = tile_m;
       o.iterations = 8;
       o.hidden_seed = 5;
-      ChainRunner a(tiled, o), b(rowmajor, o), c(packed, o);
+      // The packed chain again with wide GEMM launches (RunnerOptions::wide_gemms), at one CTA
+      // per SM (tile 16) and two (tile 8): the wide kernel's 3- and 2-stage pipelines, against
+      // the packed chain at the same residency (the split, so the sum order, follows the grid).
+      RunnerOptions single = o;
+      single.ctas_per_sm = tile_m == 8 ? 2 : 0;
+      RunnerOptions wide = single;
+      wide.wide_gemms = true;
+      ChainRunner a(tiled, o), b(rowmajor, o), c(packed, o), c2(packed, single), w(packed, wide);
+      c2.set_routings(seeds_for(s, T, 8));
       a.set_routings(seeds_for(s, T, 8));
       b.set_routings(seeds_for(s, T, 8));
       c.set_routings(seeds_for(s, T, 8));
+      w.set_routings(seeds_for(s, T, 8));
       for (Preset p : {Preset::kSeedAfter, Preset::kSafe})
         for (bool pdl : {false, true}) {
           ChainConfig const cfg = preset_config(p);
           auto const x = a.run_batch(cfg, pdl);
           auto const y = b.run_batch(cfg, pdl);
           auto const z = c.run_batch(cfg, pdl);
+          auto const v = w.run_batch(cfg, pdl);
+          auto const v0 = c2.run_batch(cfg, pdl);
           BOOST_TEST(x.slots == y.slots, preset_name(p)
                                              << " T=" << T << " tile " << tile_m << " pdl " << pdl);
           BOOST_TEST(z.slots == y.slots, "packed values, " << preset_name(p) << " T=" << T
                                                            << " tile " << tile_m << " pdl " << pdl);
+          BOOST_TEST(v.slots == v0.slots, "packed values, wide GEMMs, "
+                                              << preset_name(p) << " T=" << T << " tile " << tile_m
+                                              << " pdl " << pdl);
         }
       ChainConfig const cfg = preset_config(Preset::kSeedAfter);
       a.run_batch(cfg, true);

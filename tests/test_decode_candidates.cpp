@@ -19,6 +19,17 @@ bool names_flag(InputError const& e) {
   return std::string(e.what()).find("--candidates") != std::string::npos;
 }
 
+/// parse_candidate refuses `spec` with a message holding `says`.
+void refused(char const* spec, char const* says) {
+  try {
+    parse_candidate(spec, "--candidates");
+  } catch (InputError const& e) {
+    BOOST_TEST(std::string(e.what()).find(says) != std::string::npos, e.what());
+    return;
+  }
+  BOOST_ERROR("accepted " << spec);
+}
+
 } // namespace
 
 BOOST_AUTO_TEST_CASE(knobs_in_any_order_give_one_canonical_name) {
@@ -51,7 +62,7 @@ BOOST_AUTO_TEST_CASE(bad_specs_are_input_errors_naming_the_flag) {
 
 BOOST_AUTO_TEST_CASE(the_default_list_parses_and_every_name_fits_the_variant_column) {
   auto const all = parse_candidates(kDefaultCandidates, "--candidates");
-  BOOST_TEST(all.size() == 14u);
+  BOOST_TEST(all.size() == 16u);
   for (auto const& c : all) {
     BOOST_TEST(c.name.size() <= kMaxCandidateName, c.name);
     BOOST_TEST(c.name.rfind("sk+", 0) == 0u, c.name);
@@ -125,15 +136,6 @@ BOOST_AUTO_TEST_CASE(wpack_is_tscale_with_packed_values_and_names_itself_alone) 
   auto const lean = parse_candidate("lean+wpack", "--candidates");
   BOOST_TEST(lean.name == "sk+wpack+lean");
   BOOST_TEST(candidate_options(lean, DecodeOptions{}).lean);
-  auto refused = [](char const* spec, char const* says) {
-    try {
-      parse_candidate(spec, "--candidates");
-    } catch (InputError const& e) {
-      BOOST_TEST(std::string(e.what()).find(says) != std::string::npos, e.what());
-      return;
-    }
-    BOOST_ERROR("accepted " << spec);
-  };
   refused("wpack+tscale", "names tscale beside wpack");
   refused("wpack+deep", "combines wpack");
   refused("loads+wpack", "combines wpack");
@@ -144,6 +146,36 @@ BOOST_AUTO_TEST_CASE(wpack_is_tscale_with_packed_values_and_names_itself_alone) 
   BOOST_TEST(candidate_skip_reason(w, WeightFormat::kFp4, 1280, 16).empty());
   std::string const why = candidate_skip_reason(w, WeightFormat::kBf16, 1280, 16);
   BOOST_TEST(why.find("wpack") != std::string::npos, why);
+}
+
+BOOST_AUTO_TEST_CASE(wide_is_wpack_with_two_warp_stages_a_stage_and_names_itself_alone) {
+  auto const w = parse_candidate("wide+cta2", "--candidates");
+  BOOST_TEST(w.name == "sk+cta2+wide");
+  BOOST_TEST(w.wide);
+  BOOST_TEST(w.packed_values);
+  BOOST_TEST(w.tiled_scales);
+  BOOST_TEST(w.ctas_per_sm == 2);
+  BOOST_TEST(static_cast<int>(candidate_layout(w)) == static_cast<int>(fp4::ScaleLayout::kTiled));
+  BOOST_TEST(static_cast<int>(candidate_value_layout(w)) ==
+             static_cast<int>(fp4::ValueLayout::kPacked));
+  DecodeOptions const o = candidate_options(w, DecodeOptions{});
+  BOOST_TEST(o.wide);
+  BOOST_TEST(!o.lean);
+  BOOST_TEST(!candidate_options(parse_candidate("wpack", "--candidates"), DecodeOptions{}).wide);
+  auto const lean = parse_candidate("lean+wide", "--candidates");
+  BOOST_TEST(lean.name == "sk+wide+lean");
+  BOOST_TEST(candidate_options(lean, DecodeOptions{}).lean);
+  BOOST_TEST(parse_candidate("wide+ks2", "--candidates").name == "sk+wide+ks2");
+  refused("wide+wpack", "names wpack or tscale beside wide");
+  refused("tscale+wide", "names wpack or tscale beside wide");
+  refused("wide+deep", "combines wide");
+  refused("loads+wide", "combines wide");
+  refused("wide+wide", "repeats wide");
+  refused("cta2+wide+lean", "longer than");
+  BOOST_TEST(candidate_skip_reason(w, WeightFormat::kFp4, 1280, 8).empty());
+  BOOST_TEST(candidate_skip_reason(w, WeightFormat::kFp4, 512, 16).empty());
+  std::string const why = candidate_skip_reason(w, WeightFormat::kBf16, 1280, 16);
+  BOOST_TEST(why.find("wide") != std::string::npos, why);
 }
 
 BOOST_AUTO_TEST_CASE(candidate_options_change_only_the_knobs_they_name) {

@@ -160,7 +160,7 @@ BOOST_AUTO_TEST_CASE(splitk_dequantizes_every_code_and_scale_byte_exactly) {
     }
     MOEFIN_CUDA_CHECK(
         cudaMemcpy(a.get(), host_a.data(), host_a.size() * 2, cudaMemcpyHostToDevice));
-    for (int run = 0; run < 10; ++run) {
+    for (int run = 0; run < 12; ++run) {
       int const ks = run % 2 ? 8 : 1;
       bool const tiled_scales = run >= 2;  // both scale layouts (fp4::ScaleLayout)
       bool const packed_values = run >= 6; // both value layouts (fp4::ValueLayout)
@@ -175,6 +175,7 @@ BOOST_AUTO_TEST_CASE(splitk_dequantizes_every_code_and_scale_byte_exactly) {
       }
       gemm::DecodeOptions o = plain(ks);
       o.lean = run >= 8 || (run >= 4 && run < 6);
+      o.wide = run >= 10; // two warp-stages a stage (the packed-value kernel's wide launch)
       auto const out = run_on(q, gemm::Variant::kSplitK, o, c);
       for (int r = 0; r < 16; ++r)
         for (std::int64_t j = 0; j < n; ++j) {
@@ -185,8 +186,8 @@ BOOST_AUTO_TEST_CASE(splitk_dequantizes_every_code_and_scale_byte_exactly) {
           bool const same = want == 0.0f ? (got & 0x7fffu) == 0 : got == float_to_bf16(want);
           BOOST_REQUIRE_MESSAGE(same, "code " << code << " scale byte " << int(s) << " ks " << ks
                                               << " tiled scales " << tiled_scales << " packed "
-                                              << packed_values << " lean " << o.lean
-                                              << ": got bf16 bits " << got);
+                                              << packed_values << " lean " << o.lean << " wide "
+                                              << o.wide << ": got bf16 bits " << got);
           covered.insert({code, s});
         }
     }
@@ -255,6 +256,20 @@ std::vector<std::uint16_t> check_layout(WeightFormat f, std::int64_t T, std::int
               BOOST_TEST(run_on(pt, gemm::Variant::kSplitK, two, c) == out,
                          what << ", two CTAs per SM");
             }
+            // Two warp-stages a stage (wide): the same split, so the same bits, a k slice of an
+            // odd number of warp-stages included (k 1280 at ks 2, 1024 at ks 8).
+            if (vl == fp4::ValueLayout::kPacked)
+              for (bool lean_loads : {false, true}) {
+                gemm::DecodeOptions wide = o;
+                wide.wide = true;
+                wide.lean = lean_loads;
+                BOOST_TEST(run_on(pt, gemm::Variant::kSplitK, wide, c) == out,
+                           what << ", wide, lean " << lean_loads);
+                wide.pdl.ctas_per_sm = 2;
+                if (ks > 0)
+                  BOOST_TEST(run_on(pt, gemm::Variant::kSplitK, wide, c) == out,
+                             what << ", wide, lean " << lean_loads << ", two CTAs per SM");
+              }
           }
         if (f == WeightFormat::kFp4 && tile == 16) {
           gemm::DecodeOptions deep = o;
@@ -354,9 +369,10 @@ BOOST_AUTO_TEST_CASE(splitk_skips_tiles_of_no_expert_and_is_deterministic_under_
         DeviceBuffer stamps(static_cast<std::size_t>(gemm::num_ctas(p, gemm::Variant::kSplitK)) *
                             32);
         o.pdl.stamps = stamps.as<std::int64_t>();
-        // fp4 five times: scales row-major, then tiled, then tiled with lean loads, then the
-        // same two with packed values (the tscale and wpack kernels take every knob too).
-        for (int run = 0; run < 5; ++run) {
+        // fp4 seven times: scales row-major, then tiled, then tiled with lean loads, then the
+        // same two with packed values, then those two wide (the tscale, wpack and wide kernels
+        // take every knob too).
+        for (int run = 0; run < 7; ++run) {
           fp4::ScaleLayout const sl =
               run == 0 ? fp4::ScaleLayout::kRowMajor : fp4::ScaleLayout::kTiled;
           fp4::ValueLayout const vl =
@@ -365,11 +381,13 @@ BOOST_AUTO_TEST_CASE(splitk_skips_tiles_of_no_expert_and_is_deterministic_under_
             continue;
           stamps.poison();
           auto const q = decode_bench::params(w, l, a.get(), c.get(), 256, sl, vl);
-          o.lean = run == 2 || run == 4;
+          o.lean = run == 2 || run == 4 || run == 6;
+          o.wide = run >= 5;
           auto const out = run_on(q, gemm::Variant::kSplitK, o, c);
           BOOST_TEST(out == ref, "trigger " << trigger_name(t) << " pdl " << pdl << " scales "
                                             << fp4::scale_layout_name(sl) << " values "
-                                            << fp4::value_layout_name(vl) << " lean " << o.lean);
+                                            << fp4::value_layout_name(vl) << " lean " << o.lean
+                                            << " wide " << o.wide);
           auto const st = stamps.download<std::int64_t>();
           for (std::size_t i = 0; i < st.size(); i += 4) {
             BOOST_REQUIRE(st[i] > 0 && st[i + 1] >= st[i] && st[i + 3] >= st[i + 1]);

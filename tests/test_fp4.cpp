@@ -691,4 +691,35 @@ BOOST_AUTO_TEST_CASE(tiled_scales_are_read_by_the_split_k_fp4_kernel_only_from_a
   q = p;
   q.value_layout = static_cast<fp4::ValueLayout>(3);
   rejects(q, gemm::Variant::kSplitK, o, "unknown value layout");
+  // Two warp-stages a stage (wide): built into the packed-value kernel only, lean or not.
+  o.wide = true;
+  rejects(p, gemm::Variant::kSplitK, o, "wide is built into the packed-value kernel");
+  q = p;
+  q.value_layout = fp4::ValueLayout::kPacked;
+  for (bool lean : {false, true}) {
+    o.lean = lean;
+    BOOST_CHECK_NO_THROW(gemm::validate(q, gemm::Variant::kSplitK, o));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(the_wide_kernel_keeps_the_bytes_in_flight_that_fit) {
+  // One stage of the wide launch holds two warp-stages. At two CTAs per SM both CTAs share an
+  // SM's 228 KiB (1 KiB of it reserved per CTA), with one stage in flight; at one CTA per SM two
+  // stages are in flight: the default launch's 4 warp-stages, in at most 227 KiB.
+  using gemm::DecodePolicy;
+  auto const fp4 = gemm::WeightFormat::kFp4;
+  for (std::int64_t tile : {8, 16}) {
+    std::size_t const two =
+        DecodePolicy::smem_bytes(fp4, tile, DecodePolicy::wide_stages(2), DecodePolicy::kWideWidth);
+    BOOST_TEST(2 * (two + 1024) <= 228u * 1024u, "tile " << tile << ": " << two);
+    BOOST_TEST(two - DecodePolicy::smem_bytes(fp4, tile, DecodePolicy::wide_stages(2)) ==
+               static_cast<std::size_t>(DecodePolicy::kWarps * DecodePolicy::wide_stages(2) *
+                                        DecodePolicy::stage_bytes(fp4)));
+    std::size_t const one =
+        DecodePolicy::smem_bytes(fp4, tile, DecodePolicy::wide_stages(1), DecodePolicy::kWideWidth);
+    BOOST_TEST(one <= 227u * 1024u, "tile " << tile << ": " << one);
+    BOOST_TEST((DecodePolicy::wide_stages(1) - 1) * DecodePolicy::kWideWidth ==
+               DecodePolicy::stages(fp4) - 1);
+    BOOST_TEST(DecodePolicy::wide_stages(0) == DecodePolicy::wide_stages(1));
+  }
 }

@@ -185,6 +185,30 @@ BOOST_AUTO_TEST_CASE(a_launch_that_strays_from_the_plan_is_caught) {
   BOOST_TEST(disagreements(plan, other, chain).size() == 1u);
 }
 
+BOOST_AUTO_TEST_CASE(wide_gemms_launch_only_the_fp4_decode_gemms_wide) {
+  // RunFlags::wide_gemms marks GEMM1 and GEMM2 of the decode-fp4 flavour, no other launch, and
+  // nothing of a bf16 flavour; the verifier's view of the chain does not change.
+  ChainConfig const cfg = preset_config(Preset::kSeedAfter);
+  finalize::FinalizeVariant const& fin = finalize::variant("small_batch", "test");
+  for (char const* format : {"bf16-tiled", "bf16", "fp4"}) {
+    LayerPlan const plan = make_layer_plan(cfg, fin, *flavour_for_format(format));
+    RunFlags wide;
+    wide.wide_gemms = true;
+    auto const launches = layer_launches(plan, wide);
+    bool const fp4 = std::string(format) == "fp4";
+    int marked = 0;
+    for (auto const& d : launches) {
+      bool const gemm = d.kernel == Kernel::kGemm1 || d.kernel == Kernel::kGemm2;
+      BOOST_TEST(d.wide == (fp4 && gemm), format << " " << d.impl);
+      marked += d.wide ? 1 : 0;
+    }
+    BOOST_TEST(marked == (fp4 ? 2 : 0), format);
+    for (auto const& d : layer_launches(plan, RunFlags{}))
+      BOOST_TEST(!d.wide, format << " " << d.impl);
+    BOOST_TEST(disagreements(plan, launches, verifier_chain(plan, "test", false)).empty());
+  }
+}
+
 BOOST_AUTO_TEST_CASE(the_plan_names_every_implementation_and_the_weight_format) {
   LayerPlan const plan =
       make_layer_plan(preset_config(Preset::kSafe), finalize::variant("vecload", "test"));

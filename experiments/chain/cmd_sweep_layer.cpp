@@ -145,6 +145,10 @@ int sweep_layer(cli::Args const& args) {
       "instructions to dequantize; needs --fp4-scales tiled) or nibbles (NVFP4's order, as "
       "before 2026-12-05); the same output bits. Unset: the chain's, packed with tiled scales "
       "and nibbles with rowmajor. Recorded as the file attribute fp4_values")(
+      "wide-gemms", po::bool_switch(),
+      "launch the fp4 GEMMs with two warp-stages per pipeline stage (the `wide` candidate of "
+      "sweep gemm; the same output bits; needs packed values). Recorded as the file attribute "
+      "fp4_gemm (wide, else single)")(
       "stamps", po::value<std::string>()->implicit_value("all"),
       "--stamps[=T,..]: after the timed rounds, replay the graph of each configuration (of these "
       "token counts; all when none are given) once more with per-CTA stamps and store its last "
@@ -213,6 +217,10 @@ int sweep_layer(cli::Args const& args) {
   if (value_layout == fp4::ValueLayout::kPacked && scale_layout != fp4::ScaleLayout::kTiled)
     throw InputError("--fp4-values packed: read by the tiled-scale GEMM only, so it needs "
                      "--fp4-scales tiled");
+  bool const wide_gemms = vm["wide-gemms"].as<bool>();
+  if (wide_gemms && value_layout != fp4::ValueLayout::kPacked)
+    throw InputError("--wide-gemms: built into the packed-value GEMM only, so it needs "
+                     "--fp4-values packed");
   // Token counts whose configurations get a stamped replay.
   std::vector<std::int64_t> stamp_tokens;
   if (vm.count("stamps"))
@@ -253,6 +261,8 @@ int sweep_layer(cli::Args const& args) {
                       "--fp4-scales", "fp4 scale layout");
   file.keep_root_attr("fp4_values", fp4::value_layout_name(value_layout), "nibbles", "--fp4-values",
                       "fp4 value layout");
+  file.keep_root_attr("fp4_gemm", wide_gemms ? "wide" : "single", "single", "--wide-gemms",
+                      "fp4 GEMM pipeline");
   // Numbered on from the timelines a resumed file already holds.
   std::int64_t timelines = 0;
   while (file.has_group("timeline_layer_" + std::to_string(timelines)))
@@ -277,6 +287,7 @@ int sweep_layer(cli::Args const& args) {
     bool const stamps =
         std::find(stamp_tokens.begin(), stamp_tokens.end(), T) != stamp_tokens.end();
     ro.stamps = stamps;
+    ro.wide_gemms = wide_gemms;
     chain_run::apply(residency, ro);
     ro.hidden_seed = Rng::mix(chain::weight_seed(seed, shape), 3);
     chain::ChainRunner runner(*weights, ro);

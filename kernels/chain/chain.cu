@@ -605,6 +605,7 @@ void ChainRunner::Impl::enqueue_layer(std::vector<LaunchDescriptor> const& launc
         gemm::DecodeOptions o;
         o.pdl = knobs;
         o.grid_ctas = gemm::chain_grid(device_sm_count(), knobs.ctas_per_sm);
+        o.wide = d.wide;
         gemm::run_decode(first ? l.decode1 : l.decode2, gemm::Variant::kSplitK, o, stream);
       } else {
         throw std::logic_error("chain: no launcher for GEMM implementation " + d.impl);
@@ -679,8 +680,8 @@ cudaGraphExec_t ChainRunner::Impl::graph(ChainConfig const& cfg, bool pdl, Graph
   validate_released(plan, l0);
   if (plan.finalize->inside_gemm2)
     gemm::validate_fused(l0.gemm2, l0.fused);
-  std::vector<LaunchDescriptor> const launches =
-      layer_launches(plan, RunFlags{pdl, o.ctas_per_sm, o.max_shared_carveout, checked});
+  std::vector<LaunchDescriptor> const launches = layer_launches(
+      plan, RunFlags{pdl, o.ctas_per_sm, o.max_shared_carveout, checked, o.wide_gemms});
   MOEFIN_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
   stamping = kind == GraphKind::kTimingStamped || (checked && o.stamps);
   try {
@@ -714,8 +715,8 @@ BatchResult ChainRunner::run_batch(ChainConfig const& cfg, bool pdl) {
     d.validate_released(p, l0);
     if (p.finalize->inside_gemm2)
       gemm::validate_fused(l0.gemm2, l0.fused);
-    std::vector<LaunchDescriptor> const launches =
-        layer_launches(p, RunFlags{pdl, opt_.ctas_per_sm, opt_.max_shared_carveout, true});
+    std::vector<LaunchDescriptor> const launches = layer_launches(
+        p, RunFlags{pdl, opt_.ctas_per_sm, opt_.max_shared_carveout, true, opt_.wide_gemms});
     d.stamping = opt_.stamps;
     d.enqueue_fill(false);
     for (int it = 0; it < opt_.iterations; ++it)

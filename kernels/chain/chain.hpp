@@ -120,6 +120,9 @@ struct RunnerOptions {
   int ctas_per_sm = 0;              // resident-wave kernels' CTAs per SM (PdlKnobs::ctas_per_sm)
   bool max_shared_carveout = false; // PdlKnobs::max_shared_carveout of the same kernels
   bool stream_launch = false; // checked runs as plain stream launches instead of one graph replay
+  // fp4 decode GEMMs launched wide (gemm::DecodeOptions::wide: two warp-stages per pipeline
+  // stage; the same bits). Needs packed values (LayerWeights' default with tiled scales).
+  bool wide_gemms = false;
   std::uint64_t hidden_seed = 1;
 };
 

@@ -28,6 +28,7 @@ std::vector<LaunchDescriptor> layer_launches(LayerPlan const& plan, RunFlags con
     // Finalize inside GEMM2: GEMM1 clears the arrival counters, GEMM2 reduces.
     d.fused =
         plan.finalize->inside_gemm2 && (k.kernel == Kernel::kGemm1 || k.kernel == Kernel::kGemm2);
+    d.wide = run.wide_gemms && k.impl == kDecodeGemmFp4;
     if (k.kernel == Kernel::kFinalize) {
       d.finalize.variant = plan.finalize;
       d.finalize.metadata_before_wait = plan.meta_allowed;
@@ -39,4 +40,3 @@ std::vector<LaunchDescriptor> layer_launches(LayerPlan const& plan, RunFlags con
 }
 
 } // namespace moefin::chain
-

@@ -60,6 +60,10 @@ struct DecodeOptions {
   // as bf16 bits instead of converted (decode_kernels.cuh, kLean): fewer instructions per
   // stage, the same output bits.
   bool lean = false;
+  // Candidate (with value layout kPacked only): two warp-stages per pipeline stage
+  // (DecodePolicy::kWideWidth, kWideStages), so that a stage's fixed work is paid once per two;
+  // the same split and output bits.
+  bool wide = false;
 };
 
 /// Throws InputError naming the field: the grouped GEMM's limits of gemm::validate for kTiled
@@ -68,7 +72,8 @@ struct DecodeOptions {
 /// fp4), a forced split_k that divides the k steps, grid_ctas in 0..num_ctas (kTiled: 0), deep
 /// only for fp4 at tile 16 with math and one CTA per SM; scale layout kTiled only for fp4 with
 /// kSplitK, without deep or loads_only, scales aligned to 16 bytes; lean only with
-/// scale layout kTiled; value layout kPacked only with scale layout kTiled.
+/// scale layout kTiled; value layout kPacked only with scale layout kTiled; wide only with value
+/// layout kPacked.
 void validate(DecodeGemmParams const& p, Variant v, DecodeOptions const& o = {});
 
 /// CTAs of the launch: one resident wave of `ctas_per_sm` (0: the variant's policy) per SM.

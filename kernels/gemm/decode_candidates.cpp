@@ -14,8 +14,8 @@ namespace {
 
 [[noreturn]] void reject(std::string const& flag, std::string const& spec, std::string const& why) {
   throw InputError(flag + ": candidate '" + spec + "' " + why +
-                   " (knobs: ks1, ks2, ks4, ks8, cta2, deep, loads, tscale, wpack, lean, joined "
-                   "by '+')");
+                   " (knobs: ks1, ks2, ks4, ks8, cta2, deep, loads, tscale, wpack, wide, lean, "
+                   "joined by '+')");
 }
 
 } // namespace
@@ -31,12 +31,13 @@ DecodeCandidate parse_candidate(std::string const& spec, std::string const& flag
   std::string knob;
   while (std::getline(ss, knob, '+')) {
     if (knob == "loads" || knob == "cta2" || knob == "deep" || knob == "tscale" ||
-        knob == "wpack" || knob == "lean") {
+        knob == "wpack" || knob == "wide" || knob == "lean") {
       bool& on = knob == "loads"    ? c.loads_only
                  : knob == "cta2"   ? cta2
                  : knob == "deep"   ? c.deep
                  : knob == "tscale" ? c.tiled_scales
                  : knob == "wpack"  ? c.packed_values
+                 : knob == "wide"   ? c.wide
                                     : c.lean;
       if (on)
         reject(flag, spec, "repeats " + knob);
@@ -49,14 +50,20 @@ DecodeCandidate parse_candidate(std::string const& spec, std::string const& flag
       reject(flag, spec, "has an unknown knob '" + knob + "'");
     }
   }
+  if (c.wide && (c.packed_values || c.tiled_scales))
+    reject(flag, spec, "names wpack or tscale beside wide, which reads packed values itself");
   if (c.packed_values && c.tiled_scales)
     reject(flag, spec, "names tscale beside wpack, which reads tiled scales itself");
+  c.packed_values = c.packed_values || c.wide;
   c.tiled_scales = c.tiled_scales || c.packed_values;
   if (c.deep && (cta2 || c.loads_only))
     reject(flag, spec, "combines deep (one CTA per SM, with math) with cta2 or loads");
   if (c.tiled_scales && (c.deep || c.loads_only))
     reject(flag, spec,
-           std::string("combines ") + (c.packed_values ? "wpack" : "tscale") +
+           std::string("combines ") +
+               (c.wide            ? "wide"
+                : c.packed_values ? "wpack"
+                                  : "tscale") +
                " (built for the default pipeline, with math) with deep or loads");
   if (c.lean && !c.tiled_scales)
     reject(flag, spec, "has lean without tscale (built into the tiled-scale kernel only)");
@@ -68,7 +75,9 @@ DecodeCandidate parse_candidate(std::string const& spec, std::string const& flag
     c.name += "+cta2";
   if (c.deep)
     c.name += "+deep";
-  if (c.packed_values)
+  if (c.wide)
+    c.name += "+wide";
+  else if (c.packed_values)
     c.name += "+wpack";
   else if (c.tiled_scales)
     c.name += "+tscale";
@@ -108,8 +117,9 @@ std::string candidate_skip_reason(DecodeCandidate const& c, WeightFormat f, std:
     return std::string("deep is built for fp4 weights at tile_m 16, not ") + weight_format_name(f) +
            " at tile_m " + std::to_string(tile_m);
   if (c.tiled_scales && f != WeightFormat::kFp4)
-    return std::string(c.packed_values ? "wpack is a layout of fp4 values and scales"
-                                       : "tscale is a layout of fp4 scales") +
+    return std::string(c.wide            ? "wide reads packed fp4 values and tiled scales"
+                       : c.packed_values ? "wpack is a layout of fp4 values and scales"
+                                         : "tscale is a layout of fp4 scales") +
            ", not of " + weight_format_name(f) + " weights";
   std::int64_t const steps = k / DecodePolicy::step_k(f);
   if (c.split_k != 0 && steps % c.split_k != 0)
@@ -123,6 +133,7 @@ DecodeOptions candidate_options(DecodeCandidate const& c, DecodeOptions base) {
   base.loads_only = c.loads_only;
   base.deep = c.deep;
   base.lean = c.lean;
+  base.wide = c.wide;
   if (c.ctas_per_sm > 0)
     base.pdl.ctas_per_sm = c.ctas_per_sm;
   return base;

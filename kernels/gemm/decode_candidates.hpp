@@ -22,6 +22,9 @@
 //                       (fp4::ValueLayout::kPacked): 8 integer instructions turn a word into
 //                       its 4 bf16 pairs instead of 13 (a data layout like tscale:
 //                       candidate_value_layout; it names tscale itself, and lean may join it)
+//   wide                wpack with two warp-stages per pipeline stage (DecodeOptions::wide):
+//                       a stage's fixed work paid once per two, one stage in flight; it names
+//                       wpack itself (cta2+wide+lean is longer than a name may be)
 // The chain (core/ops/layer_plan.hpp) keeps the current policy. Host-only, no CUDA.
 
 #include "kernels/gemm/decode.hpp"
@@ -33,8 +36,8 @@
 namespace moefin::gemm {
 
 struct DecodeCandidate {
-  std::string name;    // "sk+" and the knobs in canonical order (loads, cta2, deep, tscale or
-                       // wpack, lean, ks):
+  std::string name;    // "sk+" and the knobs in canonical order (loads, cta2, deep, tscale,
+                       // wpack or wide, lean, ks):
                        // the variant column of /gemm_sweep and /gemm_check
   int split_k = 0;     // 0: plan_split's choice
   int ctas_per_sm = 0; // 0: the sweep's --ctas-per-sm
@@ -42,6 +45,7 @@ struct DecodeCandidate {
   bool deep = false;
   bool tiled_scales = false;
   bool packed_values = false; // wpack (with tiled_scales)
+  bool wide = false;          // wide (with packed_values)
   bool lean = false;
 };
 
@@ -74,10 +78,10 @@ inline fp4::ValueLayout candidate_value_layout(DecodeCandidate const& c) {
 
 /// The candidates of scripts/gpu/gemm_bw.sh: every split, two CTAs per SM with the plan's split
 /// and with the two deepest splits, the deep fp4 pipeline, the tiled fp4 scales alone and with
-/// two CTAs per SM, with lean loads, the packed fp4 values alone and with two CTAs per SM, and
-/// the loads-only diagnostic with two CTAs per SM.
+/// two CTAs per SM, with lean loads, the packed fp4 values alone and with two CTAs per SM, the
+/// same with two warp-stages per stage, and the loads-only diagnostic with two CTAs per SM.
 inline constexpr char const* kDefaultCandidates =
     "ks1,ks2,ks4,ks8,cta2,cta2+ks4,cta2+ks8,deep,tscale,cta2+tscale,tscale+lean,wpack,cta2+wpack,"
-    "loads+cta2";
+    "wide,cta2+wide,loads+cta2";
 
 } // namespace moefin::gemm

@@ -34,6 +34,8 @@ void validate(DecodeGemmParams const& p, Variant v, DecodeOptions const& o) {
     if (p.scale_layout != fp4::ScaleLayout::kTiled)
       reject("value layout packed is read by the tiled-scale kernel only (scale layout tiled)");
   }
+  if (o.wide && p.value_layout != fp4::ValueLayout::kPacked)
+    reject("wide is built into the packed-value kernel only (value layout packed)");
   if (o.lean && p.scale_layout != fp4::ScaleLayout::kTiled)
     reject("lean is built into the tiled-scale kernel only (scale layout tiled)");
   if (v == Variant::kTiled) {
@@ -109,7 +111,11 @@ void run_decode(DecodeGemmParams const& p, Variant v, DecodeOptions const& o, St
   dim3 const grid(static_cast<unsigned>(o.grid_ctas > 0 ? o.grid_ctas : wave));
   PdlDevice const k = pdl_device(o.pdl, kDefaultTrigger);
   std::size_t const smem =
-      DecodePolicy::smem_bytes(p.format, p.gemm.tile_m, o.deep ? DecodePolicy::kDeepStages : 0);
+      DecodePolicy::smem_bytes(p.format, p.gemm.tile_m,
+                               o.deep   ? DecodePolicy::kDeepStages
+                               : o.wide ? DecodePolicy::wide_stages(o.pdl.ctas_per_sm)
+                                        : 0,
+                               o.wide ? DecodePolicy::kWideWidth : 1);
   auto launch = [&](auto kernel) {
     set_shared_memory(kernel, o.pdl.max_shared_carveout, smem);
     DecodeLaunch const args{o.split_k, o.weights_before_wait ? 1 : 0,
@@ -118,7 +124,18 @@ void run_decode(DecodeGemmParams const& p, Variant v, DecodeOptions const& o, St
   };
   bool const fp4 = p.format == WeightFormat::kFp4;
   bool const packed = p.value_layout == fp4::ValueLayout::kPacked;
-  if (packed && o.lean)
+  bool const shallow = DecodePolicy::wide_stages(o.pdl.ctas_per_sm) == 2;
+  if (o.wide && shallow)
+    o.lean ? (p.gemm.tile_m == 8 ? launch(decode_gemm_wide_kernel<1, true, 2>)
+                                 : launch(decode_gemm_wide_kernel<2, true, 2>))
+           : (p.gemm.tile_m == 8 ? launch(decode_gemm_wide_kernel<1, false, 2>)
+                                 : launch(decode_gemm_wide_kernel<2, false, 2>));
+  else if (o.wide)
+    o.lean ? (p.gemm.tile_m == 8 ? launch(decode_gemm_wide_kernel<1, true, 3>)
+                                 : launch(decode_gemm_wide_kernel<2, true, 3>))
+           : (p.gemm.tile_m == 8 ? launch(decode_gemm_wide_kernel<1, false, 3>)
+                                 : launch(decode_gemm_wide_kernel<2, false, 3>));
+  else if (packed && o.lean)
     p.gemm.tile_m == 8 ? launch(decode_gemm_wpack_kernel<1, true>)
                        : launch(decode_gemm_wpack_kernel<2, true>);
   else if (packed)

@@ -89,12 +89,18 @@ namespace decode {
 /// from scale_pairs_lean. kValues kPacked (built with kScales kTiled only): the fp4 words are
 /// stored bit-permuted (fp4::pack_word) and become the same pairs in 8 integer instructions
 /// instead of 13 (fp4::packed_pair_bits).
+/// kW (DecodeOptions::wide, built with kValues kPacked only): kW warp-stages of kStep k in one
+/// pipeline stage, so that the per-stage work (its copies' bookkeeping, the metadata ring, the
+/// activation look-ahead, the wait and the loop) is paid once per kW warp-stages. The k split is
+/// plan_split's as for kW 1, so the sums run in the same order and the output bits are the same;
+/// a k slice of an odd number of warp-stages ends in a stage whose second half is not loaded
+/// (its copies read nothing) and not computed (`tail`).
 /// The "stage-mix: unit" comments mark the code that runs once per unit, not once per stage
 /// (begin, end, or one line): scripts/sass_stage_mix.py counts the main loop's instructions
 /// outside them as the cost of one pipeline stage.
 template <WeightFormat kF, int kNT, bool kMath, int kS,
           fp4::ScaleLayout kScales = fp4::ScaleLayout::kRowMajor, bool kLean = false,
-          fp4::ValueLayout kValues = fp4::ValueLayout::kNibbles>
+          fp4::ValueLayout kValues = fp4::ValueLayout::kNibbles, int kW = 1>
 __device__ __forceinline__ void gemm_body(DecodeGemmParams const& p, DecodeLaunch launch,
                                           PdlDevice const& k) {
   int const forced_ks = launch.forced_ks;
@@ -105,7 +111,10 @@ __device__ __forceinline__ void gemm_body(DecodeGemmParams const& p, DecodeLaunc
   constexpr int kStep = DecodePolicy::step_k(kF);
   constexpr int kLaneK = kStep / 4;     // k of one lane per row and stage
   constexpr int kChunks = kFp4 ? 4 : 1; // 16-byte activation chunks per lane and n8 tile
-  constexpr int kStageU4 = decode::Stage<kF>::kU4;
+  static_assert(kW == 1 || (kW == 2 && kValues == fp4::ValueLayout::kPacked),
+                "two warp-stages per stage are built into the packed-value kernel only");
+  constexpr int kSubU4 = decode::Stage<kF>::kU4; // one warp-stage's shared memory
+  constexpr int kStageU4 = kW * kSubU4;
   constexpr int kAcc = kM * kNT * 4;
   constexpr std::int64_t kValueBytesPerK2 = kFp4 ? 1 : 4; // bytes of 2 k of one row
 
@@ -136,7 +145,9 @@ __device__ __forceinline__ void gemm_body(DecodeGemmParams const& p, DecodeLaunc
   // Units, rows and k fit in 32 bits (validate: n, k < 2^20, rows < 2^31); byte offsets of the
   // weights do not, and are formed in 64 bits once per unit.
   int const kslice_len = static_cast<int>(p.gemm.k) / ks;
-  int const spu = kslice_len / kStep; // stages per unit
+  int const sub_spu = kslice_len / kStep;       // warp-stages per unit
+  int const spu = (sub_spu + kW - 1) / kW;      // pipeline stages per unit
+  bool const odd = kW > 1 && sub_spu % kW != 0; // the unit's last stage holds one warp-stage
   int const units = split.ks > 0 ? static_cast<int>(split.units) : 0;
   int const row_blocks = static_cast<int>(split.row_blocks);
   int const grid = static_cast<int>(gridDim.x);
@@ -185,9 +196,13 @@ __device__ __forceinline__ void gemm_body(DecodeGemmParams const& p, DecodeLaunc
     int const k0 = kslice * kslice_len;
     wsrc = values + row * row_bytes + k0 / 2 * kValueBytesPerK2 + 16 * q;
     if constexpr (kFp4) {
-      ssrc = p.scales + (kScales == fp4::ScaleLayout::kTiled
-                             ? ScaleStaging::tiled_src(row - g, k0, p.gemm.k, lane)
-                             : ScaleStaging::rowmajor_src(row, k0, p.gemm.k, q));
+      // kW 2: lanes 16..31 copy the second warp-stage's scales, a tile further in k.
+      ssrc =
+          p.scales + (kScales == fp4::ScaleLayout::kTiled
+                          ? (kW == 1 ? ScaleStaging::tiled_src(row - g, k0, p.gemm.k, lane)
+                                     : ScaleStaging::tiled_src(row - g, k0, p.gemm.k, lane & 15) +
+                                           (lane >> 4) * fp4::kTileBytes)
+                          : ScaleStaging::rowmajor_src(row, k0, p.gemm.k, q));
     }
     int bits = 0;
 #pragma unroll
@@ -201,14 +216,25 @@ __device__ __forceinline__ void gemm_body(DecodeGemmParams const& p, DecodeLaunc
       if (iss_step == 0 && iss_l > 0)
         begin_unit(iss_u);
       uint4* const st = stages + iss_stage * kStageU4;
-      int const koff = iss_step * (kStep / 2) * static_cast<int>(kValueBytesPerK2);
+      constexpr int kSubBytes = (kStep / 2) * static_cast<int>(kValueBytesPerK2);
+      int const koff = iss_step * kW * kSubBytes;
+      // kW 2: the second warp-stage of a unit's odd last stage reads nothing.
+      bool const tail = odd && iss_step + 1 == spu;
 #pragma unroll
       for (int m = 0; m < kM; ++m)
 #pragma unroll
         for (int h = 0; h < 2; ++h)
-          cp_async16_hint(st + (2 * m + h) * 32 + lane, wsrc + (16 * m + 8 * h) * row_bytes + koff,
-                          won, policy);
-      if constexpr (kFp4 && kScales == fp4::ScaleLayout::kTiled) {
+#pragma unroll
+          for (int w = 0; w < kW; ++w)
+            cp_async16_hint(st + w * kSubU4 + (2 * m + h) * 32 + lane,
+                            wsrc + (16 * m + 8 * h) * row_bytes + koff + w * kSubBytes,
+                            won && (w == 0 || !tail), policy);
+      if constexpr (kFp4 && kScales == fp4::ScaleLayout::kTiled && kW == 2) {
+        static_assert(2 * ScaleStaging::kTiledLanes == 32, "a lane per scale chunk of two stages");
+        cp_async16_hint(st + (lane >> 4) * kSubU4 + 4 * 32 + (lane & 15),
+                        ssrc + iss_step * 2 * ScaleStaging::stage_advance(kScales),
+                        won && (lane < 16 || !tail), policy);
+      } else if constexpr (kFp4 && kScales == fp4::ScaleLayout::kTiled) {
         if (lane < ScaleStaging::kTiledLanes)
           cp_async16_hint(st + 4 * 32 + lane,
                           ssrc + iss_step * ScaleStaging::stage_advance(kScales), won, policy);
@@ -274,9 +300,9 @@ __device__ __forceinline__ void gemm_body(DecodeGemmParams const& p, DecodeLaunc
       if (step == 0) // stage-mix: unit begin
         nx_row = a + static_cast<std::int64_t>(tile * kTile + g) * a_row_bytes +
                  (kslice * kslice_len + kLaneK * q) * 2; // stage-mix: unit end
-      nx_ptr = nx_row + step * (kStep * 2);
+      nx_ptr = nx_row + step * (kW * kStep * 2);
     } else {
-      int const k0 = kslice * kslice_len + step * kStep;
+      int const k0 = kslice * kslice_len + step * kW * kStep;
       nx_ptr =
           a + static_cast<std::int64_t>(tile * kTile + g) * a_row_bytes + (k0 + kLaneK * q) * 2;
     }
@@ -289,15 +315,17 @@ __device__ __forceinline__ void gemm_body(DecodeGemmParams const& p, DecodeLaunc
     return (ok >> nt) & 1u ? __ldg(reinterpret_cast<uint4 const*>(ptr + 8 * nt * a_row_bytes) + c)
                            : make_uint4(0, 0, 0, 0);
   };
-  auto load_chunk = [&](int nt, int c) {
+  // Chunk c of n8 tile nt at `ptr` (rows `ok`) into the look-ahead registers.
+  auto load_chunk_from = [&](std::uint8_t const* ptr, unsigned ok, int nt, int c) {
     if constexpr (kLean) {
-      if (nt < kPre && ((nx_ok >> nt) & 1u))
+      if (nt < kPre && ((ok >> nt) & 1u))
         act[nt < kPre ? nt : 0][c] =
-            __ldg(reinterpret_cast<uint4 const*>(nx_ptr + 8 * nt * a_row_bytes) + c);
+            __ldg(reinterpret_cast<uint4 const*>(ptr + 8 * nt * a_row_bytes) + c);
     } else if (nt < kPre) {
-      act[nt < kPre ? nt : 0][c] = chunk_at(nx_ptr, nx_ok, nt, c);
+      act[nt < kPre ? nt : 0][c] = chunk_at(ptr, ok, nt, c);
     }
   };
+  auto load_chunk = [&](int nt, int c) { load_chunk_from(nx_ptr, nx_ok, nt, c); };
 
   int cu = cta, cstep = 0, cstage = 0;
   int ctile = loads > 0 ? tile_of(cu) : 0; // row tile of unit cu
@@ -354,60 +382,78 @@ __device__ __forceinline__ void gemm_body(DecodeGemmParams const& p, DecodeLaunc
         }
       acc[0][0][0] += __uint_as_float(x & 0x007fffffu); // a subnormal: the sums stay tiny
     } else if constexpr (kFp4) {
-      // Word j of each weight copy is read when its k comes up (4 registers live, not 16).
-      auto const* stw = reinterpret_cast<std::uint32_t const*>(st) + lane * 4;
-      auto const* sst = reinterpret_cast<std::uint32_t const*>(st + 4 * 32);
-      std::uint32_t sc[kM][2][2]; // [m16][row half][block]: (s, s) bf16 pairs
+      // kW 2: warp-stage 0's activations are consumed while warp-stage 1's are loaded into the
+      // same registers, then those while the next stage's are (the next stage's at once when
+      // this one is a unit's odd last: `tail`).
+      bool const tail = odd && last;
+      std::uint8_t const* const after0 = kW == 1 || tail ? nx_ptr : cur_ptr + kStep * 2;
+      unsigned const after0_ok = kW == 1 || tail ? nx_ok : cur_ok;
 #pragma unroll
-      for (int m = 0; m < kM; ++m)
+      for (int w = 0; w < kW; ++w) {
+        if (w > 0 && tail)
+          break;
+        std::uint8_t const* const next_ptr = w + 1 < kW ? after0 : nx_ptr;
+        unsigned const next_ok = w + 1 < kW ? after0_ok : nx_ok;
+        std::uint8_t const* const sub_ptr = cur_ptr + w * (kStep * 2);
+        // Word j of each weight copy is read when its k comes up (4 registers live, not 16).
+        auto const* stw = reinterpret_cast<std::uint32_t const*>(st + w * kSubU4) + lane * 4;
+        auto const* sst = reinterpret_cast<std::uint32_t const*>(st + w * kSubU4 + 4 * 32);
+        std::uint32_t sc[kM][2][2]; // [m16][row half][block]: (s, s) bf16 pairs
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          std::uint32_t const w = sst[m * 32 + g * 4 + (q & 2) + h];
-          if constexpr (kLean)
-            decode::scale_pairs_lean(w >> (16 * (q & 1)), sc[m][h][0], sc[m][h][1]);
-          else
-            decode::scale_pairs(w >> (16 * (q & 1)), sc[m][h][0], sc[m][h][1]);
-        }
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        std::uint32_t bfr[kNT][2][2];
-#pragma unroll
-        for (int nt = 0; nt < kNT; ++nt) {
-          if (nt >= kPre && okmask[nt] == 0)
-            continue;
-          uint4 const c = nt < kPre ? act[nt < kPre ? nt : 0][j] : chunk_at(cur_ptr, cur_ok, nt, j);
-          bfr[nt][0][0] = __byte_perm(c.x, c.z, 0x5410);
-          bfr[nt][0][1] = __byte_perm(c.x, c.z, 0x7632);
-          bfr[nt][1][0] = __byte_perm(c.y, c.w, 0x5410);
-          bfr[nt][1][1] = __byte_perm(c.y, c.w, 0x7632);
-          load_chunk(nt, j); // the next stage's chunk j into the registers just consumed
-        }
-#pragma unroll
-        for (int m = 0; m < kM; ++m) {
-          std::uint32_t r[2][4];
+        for (int m = 0; m < kM; ++m)
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
-            std::uint32_t const w = stw[(2 * m + h) * 128 + j];
-            std::uint32_t const s = sc[m][h][j >> 1];
-            if constexpr (kValues == fp4::ValueLayout::kPacked) {
-              r[h][0] = decode::bf16x2_mul(fp4::packed_pair_bits<0>(w), s);
-              r[h][1] = decode::bf16x2_mul(fp4::packed_pair_bits<1>(w), s);
-              r[h][2] = decode::bf16x2_mul(fp4::packed_pair_bits<2>(w), s);
-              r[h][3] = decode::bf16x2_mul(fp4::packed_pair_bits<3>(w), s);
-            } else {
-              std::uint32_t const w2 = w >> 8;
-              r[h][0] = decode::bf16x2_mul(fp4::e2m1_pair_bits<0>(w), s);
-              r[h][1] = decode::bf16x2_mul(fp4::e2m1_pair_bits<1>(w), s);
-              r[h][2] = decode::bf16x2_mul(fp4::e2m1_pair_bits<0>(w2), s);
-              r[h][3] = decode::bf16x2_mul(fp4::e2m1_pair_bits<1>(w2), s);
-            }
+            std::uint32_t const w = sst[m * 32 + g * 4 + (q & 2) + h];
+            if constexpr (kLean)
+              decode::scale_pairs_lean(w >> (16 * (q & 1)), sc[m][h][0], sc[m][h][1]);
+            else
+              decode::scale_pairs(w >> (16 * (q & 1)), sc[m][h][0], sc[m][h][1]);
           }
 #pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          std::uint32_t bfr[kNT][2][2];
+#pragma unroll
           for (int nt = 0; nt < kNT; ++nt) {
-            if (okmask[nt] == 0)
+            if (nt >= kPre && okmask[nt] == 0)
               continue;
-            mma_bf16(acc[m][nt], r[0][0], r[1][0], r[0][1], r[1][1], bfr[nt][0][0], bfr[nt][0][1]);
-            mma_bf16(acc[m][nt], r[0][2], r[1][2], r[0][3], r[1][3], bfr[nt][1][0], bfr[nt][1][1]);
+            uint4 const c =
+                nt < kPre ? act[nt < kPre ? nt : 0][j] : chunk_at(sub_ptr, cur_ok, nt, j);
+            bfr[nt][0][0] = __byte_perm(c.x, c.z, 0x5410);
+            bfr[nt][0][1] = __byte_perm(c.x, c.z, 0x7632);
+            bfr[nt][1][0] = __byte_perm(c.y, c.w, 0x5410);
+            bfr[nt][1][1] = __byte_perm(c.y, c.w, 0x7632);
+            // The next warp-stage's chunk j into the registers just consumed.
+            load_chunk_from(next_ptr, next_ok, nt, j);
+          }
+#pragma unroll
+          for (int m = 0; m < kM; ++m) {
+            std::uint32_t r[2][4];
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              std::uint32_t const w = stw[(2 * m + h) * 128 + j];
+              std::uint32_t const s = sc[m][h][j >> 1];
+              if constexpr (kValues == fp4::ValueLayout::kPacked) {
+                r[h][0] = decode::bf16x2_mul(fp4::packed_pair_bits<0>(w), s);
+                r[h][1] = decode::bf16x2_mul(fp4::packed_pair_bits<1>(w), s);
+                r[h][2] = decode::bf16x2_mul(fp4::packed_pair_bits<2>(w), s);
+                r[h][3] = decode::bf16x2_mul(fp4::packed_pair_bits<3>(w), s);
+              } else {
+                std::uint32_t const w2 = w >> 8;
+                r[h][0] = decode::bf16x2_mul(fp4::e2m1_pair_bits<0>(w), s);
+                r[h][1] = decode::bf16x2_mul(fp4::e2m1_pair_bits<1>(w), s);
+                r[h][2] = decode::bf16x2_mul(fp4::e2m1_pair_bits<0>(w2), s);
+                r[h][3] = decode::bf16x2_mul(fp4::e2m1_pair_bits<1>(w2), s);
+              }
+            }
+#pragma unroll
+            for (int nt = 0; nt < kNT; ++nt) {
+              if (okmask[nt] == 0)
+                continue;
+              mma_bf16(acc[m][nt], r[0][0], r[1][0], r[0][1], r[1][1], bfr[nt][0][0],
+                       bfr[nt][0][1]);
+              mma_bf16(acc[m][nt], r[0][2], r[1][2], r[0][3], r[1][3], bfr[nt][1][0],
+                       bfr[nt][1][1]);
+            }
           }
         }
       }
@@ -535,6 +581,16 @@ __global__ void __launch_bounds__(DecodePolicy::kThreads, 2)
     decode_gemm_wpack_kernel(DecodeGemmParams p, DecodeLaunch launch, PdlDevice k) {
   decode::gemm_body<WeightFormat::kFp4, kNT, true, DecodePolicy::stages(WeightFormat::kFp4),
                     fp4::ScaleLayout::kTiled, kLean, fp4::ValueLayout::kPacked>(p, launch, k);
+}
+
+/// DecodeOptions::wide (the `wide` candidate): the packed-value kernel with
+/// DecodePolicy::kWideWidth warp-stages per pipeline stage and kS stages
+/// (DecodePolicy::wide_stages; the same output bits, see gemm_body's kW).
+template <int kNT, bool kLean, int kS>
+__global__ void __launch_bounds__(DecodePolicy::kThreads, 2)
+    decode_gemm_wide_kernel(DecodeGemmParams p, DecodeLaunch launch, PdlDevice k) {
+  decode::gemm_body<WeightFormat::kFp4, kNT, true, kS, fp4::ScaleLayout::kTiled, kLean,
+                    fp4::ValueLayout::kPacked, DecodePolicy::kWideWidth>(p, launch, k);
 }
 
 /// One 16-weight block per thread step: the seeded quantizer of core/fp4.hpp. Scales go where

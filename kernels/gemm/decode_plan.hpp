@@ -30,6 +30,12 @@ struct DecodePolicy {
   /// Stages of the `deep` launch (DecodeOptions::deep, fp4 at tile 16): 8 x 2.25 KiB in flight
   /// per warp, twice the default, in 187 KiB of shared memory (one CTA per SM).
   static constexpr int kDeepStages = 9;
+  /// The `wide` launch (DecodeOptions::wide, packed fp4 values): kWideWidth warp-stages per
+  /// pipeline stage. At one CTA per SM 3 stages, two in flight: 4 x 2.25 KiB per warp as the
+  /// default launch, in 122-130 KiB per CTA; at two or more (cta2) 2 stages, one in flight (half
+  /// the default), so that two CTAs fit on an SM at either tile: 84-92 KiB per CTA.
+  static constexpr int kWideWidth = 2;
+  static constexpr int wide_stages(int ctas_per_sm) { return ctas_per_sm >= 2 ? 2 : 3; }
   /// Shared memory of one warp's stage: weights, then (fp4) the scales.
   static constexpr int stage_bytes(WeightFormat f) {
     return kM16 * 2 * 16 * 32 + (f == WeightFormat::kFp4 ? kM16 * 4 * 32 : 0);
@@ -39,10 +45,13 @@ struct DecodePolicy {
   /// Dynamic shared memory of a CTA: the warps' stages, a word per lane and stage of unit
   /// metadata (expert, real token rows), and the fp32 partial sums the k-split warps combine
   /// (111 KiB for fp4 at tile 16: two CTAs, of this GEMM and of the kernel after it, fit on
-  /// one SM); `depth` > 0 replaces stages(f) (kDeepStages: 187 KiB).
-  static constexpr std::size_t smem_bytes(WeightFormat f, std::int64_t tile_m, int depth = 0) {
+  /// one SM); `depth` > 0 replaces stages(f) (kDeepStages: 187 KiB), `width` warp-stages per
+  /// stage (kWideWidth).
+  static constexpr std::size_t smem_bytes(WeightFormat f, std::int64_t tile_m, int depth = 0,
+                                          int width = 1) {
     return static_cast<std::size_t>(kWarps) *
-           (static_cast<std::size_t>(depth > 0 ? depth : stages(f)) * (stage_bytes(f) + 128) +
+           (static_cast<std::size_t>(depth > 0 ? depth : stages(f)) *
+                (static_cast<std::size_t>(width) * stage_bytes(f) + 128) +
             32u * static_cast<std::size_t>(kM16 * token_tiles(tile_m) * 4) * 4u);
   }
 };

@@ -3,7 +3,8 @@
 # repository root (carry: .deps; prebuilt binaries: MOEFIN_PREBUILT=1 scripts/device_prepare.sh).
 # About 3-4 minutes after the build. Layouts: rowmajor (scales row-major, values as nibbles),
 # tiled (scales in 16 x 128 tiles: the chain's default since 2026-12-05), packed (tiled scales
-# and each values word bit-permuted: fp4::pack_word). Correctness first: test_chain_equivalence
+# and each values word bit-permuted: fp4::pack_word), wide (packed, and the GEMMs launched with
+# two warp-stages per pipeline stage: --wide-gemms). Correctness first: test_chain_equivalence
 # (its fp4 case: the tiled and packed chains' buffers hash as the row-major chain's at tile 8 and
 # 16, T = 1, 4, 16, PDL on and off, and the output is within the reference's tolerance; and the
 # rest of the chain's gpu test). Then `sweep layer`, fp4 only, at tile FP4_SCALES_TILE (default
@@ -11,12 +12,13 @@
 # so that a drift of the GPU between the runs shows). In $OUT:
 #   fp4_scales_log.txt     everything printed, "done: PHASE" per finished phase
 #   chain_test.txt         build-device/tests/test_chain_equivalence
-#   layer_<layout>_<i>.h5  the sweeps, i = 1, 2, .. in run order (attributes fp4_scales and
-#                          fp4_values name the layout)
+#   layer_<layout>_<i>.h5  the sweeps, i = 1, 2, .. in run order (attributes fp4_scales,
+#                          fp4_values and fp4_gemm name the layout)
 #   summary.txt            the sweeps' tables
 # Variables: FP4_SCALES_BUDGET_S (default 240) seconds after the build; FP4_SCALES_RESERVE_S
 # (default 60) seconds of it each run leaves to each run after it; FP4_SCALES_TOKENS (default
-# 1,4,16); FP4_SCALES_RUNS; FP4_SCALES_PHASES (default: build test sweep).
+# 1,4,16); FP4_SCALES_RUNS; FP4_SCALES_PHASES (default: build test sweep); FP4_SCALES_STAMPS
+# (default none: no stamps; else --stamps=THAT, e.g. 1: each run's T = 1 timelines).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 out=${OUT:-out/fp4_scales}
@@ -34,6 +36,7 @@ tag=fp4_scales
 source scripts/gpu/phases.sh
 start_log
 args=(sweep layer --tokens "$tokens" --weights-format fp4 --tile-m "$tile")
+[[ ${FP4_SCALES_STAMPS:-none} != none ]] && args+=(--stamps="$FP4_SCALES_STAMPS")
 for phase in $phases; do
   case $phase in
   build)
@@ -54,8 +57,9 @@ for phase in $phases; do
       rowmajor) flags=(--fp4-scales rowmajor --fp4-values nibbles) ;;
       tiled) flags=(--fp4-scales tiled --fp4-values nibbles) ;;
       packed) flags=(--fp4-scales tiled --fp4-values packed) ;;
+      wide) flags=(--fp4-scales tiled --fp4-values packed --wide-gemms) ;;
       *)
-        say "unknown layout '$layout' in FP4_SCALES_RUNS (rowmajor, tiled, packed)"
+        say "unknown layout '$layout' in FP4_SCALES_RUNS (rowmajor, tiled, packed, wide)"
         i=$((i + 1)) n=$((n - 1))
         continue
         ;;

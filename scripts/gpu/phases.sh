@@ -59,3 +59,18 @@ test_phase() {
   ((rc == 0)) && mark_done test
   return $rc
 }
+
+# pack_part NAME DIR...: the summaries (summary.txt, sanitizer.txt) of $out/DIR... into
+# $out/${tag}_NAME_summary.txt, the folders into $out/${tag}_NAME.tar.gz (then removed): the
+# multi-part scripts (wpack.sh, wide.sh) return two files a part, under the tool's 8.
+pack_part() {
+  local name=$1 d f
+  shift
+  for d in "$@"; do
+    for f in "$out/$d"/summary.txt "$out/$d"/sanitizer.txt; do
+      [[ -f $f ]] && { echo "== $d/${f##*/}"; cat "$f"; }
+    done
+  done > "$out/${tag}_${name}_summary.txt"
+  tar czf "$out/${tag}_$name.tar.gz" -C "$out" "$@" && rm -rf "${@/#/$out/}"
+  say "finished: $out/${tag}_$name.tar.gz"
+}

@@ -31,7 +31,9 @@ out=${OUT:-out/wpack}
 mkdir -p "$out"
 log=$out/wpack_${part}_log.txt
 : > "$log"
-say() { echo "[wpack $(date -u +%H:%M:%S) +${SECONDS}s] $*" | tee -a "$log"; }
+tag=wpack
+# shellcheck source=scripts/gpu/phases.sh
+source scripts/gpu/phases.sh
 
 # run_part PART: the part's scripts into folders of $out, then wpack_PART.tar.gz (the folders)
 # and wpack_PART_summary.txt (their summaries).
@@ -73,13 +75,7 @@ run_part() {
     exit 2
     ;;
   esac
-  for d in "${dirs[@]}"; do
-    for f in "$out/$d"/summary.txt "$out/$d"/sanitizer.txt; do
-      [[ -f $f ]] && { echo "== $d/${f##*/}"; cat "$f"; }
-    done
-  done > "$out/wpack_$1_summary.txt"
-  tar czf "$out/wpack_$1.tar.gz" -C "$out" "${dirs[@]}" && rm -rf "${dirs[@]/#/$out/}"
-  say "finished: $out/wpack_$1.tar.gz"
+  pack_part "$1" "${dirs[@]}"
 }
 
 if [[ $part == all ]]; then

@@ -103,6 +103,13 @@ def test_the_full_issue_bound():
         == "fp4 tile 16 tscale lean"
     assert m.kernel_label("_ZN6moefin4gemm24decode_gemm_wpack_kernelILi1ELb0EEEvNS0_16Decode") \
         == "fp4 tile 8 wpack"
+    assert m.kernel_label("_ZN6moefin4gemm23decode_gemm_wide_kernelILi2ELb1ELi3EEEvNS0_16Decode") \
+        == "fp4 tile 16 wide lean"
+    assert m.kernel_label("_ZN6moefin4gemm23decode_gemm_wide_kernelILi1ELb0ELi2EEEvNS0_16Decode") \
+        == "fp4 tile 8 wide cta2"
+    # The wide loop streams two warp-stages a turn: counts are per warp-stage, to the half.
+    assert m.per_warp_stage(710, 2) == 355 and m.per_warp_stage(709, 2) == 354.5
+    assert m.per_warp_stage(403, 1) == 403
     assert m.kernel_label("_ZN6moefin4gemm18decode_gemm_kernelILNS0_12WeightFormatE1ELi2ELb0EEEv") \
         == "fp4 tile 16 loads-only"
     assert m.kernel_label("_ZN6moefin4gemm15fill_fp4_kernelEPhS1_Pf") is None
@@ -148,18 +155,23 @@ def test_the_tool_on_this_tree_counts_each_kernel_s_stage(tmp_path):
                          "fp4 tile 16", "fp4 tile 16 loads-only", "fp4 tile 16 deep",
                          "fp4 tile 8 tscale", "fp4 tile 16 tscale", "fp4 tile 8 tscale lean",
                          "fp4 tile 16 tscale lean", "fp4 tile 8 wpack", "fp4 tile 16 wpack",
-                         "fp4 tile 8 wpack lean", "fp4 tile 16 wpack lean"}
+                         "fp4 tile 8 wpack lean", "fp4 tile 16 wpack lean"} | {
+                             "fp4 tile %d wide%s%s" % (tile, lean, cta2) for tile in (8, 16)
+                             for lean in ("", " lean") for cta2 in ("", " cta2")}
     for label, r in rows.items():
         tiles = 1 if "tile 8" in label else 2
         loads_only = "loads-only" in label
         fp4 = label.startswith("fp4")
-        assert int(r["HMMA"]) == (0 if loads_only else (16 if fp4 else 4) * tiles), label
+        wide = "wide" in label
+        assert float(r["HMMA"]) == (0 if loads_only else (16 if fp4 else 4) * tiles), label
         if fp4 and not loads_only:
-            assert int(r["HMUL2"]) >= 64, label
-        # Weight copies: 4 a stage; fp4 scales: 2 more row-major, 1 tiled.
-        tiled = "tscale" in label or "wpack" in label
-        assert int(r["LDGSTS"]) == 4 + (0 if not fp4 else 1 if tiled else 2), label
-        assert int(r["per stage"]) > 0 and int(r["per unit"]) > 0, label
+            assert float(r["HMUL2"]) >= 64, label
+        # Weight copies: 4 a stage; fp4 scales: 2 more row-major, 1 tiled (wide: 1 for two
+        # warp-stages, its lanes 16..31 copying the second's).
+        tiled = "tscale" in label or "wpack" in label or wide
+        scales = 0 if not fp4 else (0.5 if wide else 1) if tiled else 2
+        assert float(r["LDGSTS"]) == 4 + scales, label
+        assert float(r["per stage"]) > 0 and int(r["per unit"]) > 0, label
     # Packed values: the same stage with fewer integer instructions than tiled scales alone
     # (8 instead of 13 a word of 8 values; 16 words a warp-stage at either tile).
     for tile in (8, 16):
@@ -168,3 +180,8 @@ def test_the_tool_on_this_tree_counts_each_kernel_s_stage(tmp_path):
             nibbles = rows["fp4 tile %d tscale%s" % (tile, lean)]
             saved = sum(int(nibbles[c]) - int(packed[c]) for c in ("LOP3", "IMAD", "SHF"))
             assert saved >= 16 * 4, (tile, lean, saved)
+            # Two warp-stages a turn pay the stage's fixed work (copy bookkeeping, metadata,
+            # look-ahead, wait, loop) once: at least 32 instructions a warp-stage fewer.
+            for cta2 in ("", " cta2"):
+                wide = rows["fp4 tile %d wide%s%s" % (tile, lean, cta2)]
+                assert float(wide["per stage"]) <= int(packed["per stage"]) - 32, (tile, lean)

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Two warp-stages per pipeline stage (`wide`, gemm::DecodeOptions::wide) beside the packed-value
+# kernel it extends, on the GPU machine from the repository root (carry: .deps; prebuilt binaries
+# of this commit: MOEFIN_PREBUILT=1 MOEFIN_PREBUILT_TARGETS="moefin test_decode_gpu
+# test_chain_equivalence" scripts/device_prepare.sh, then the build takes seconds). One call per
+# part, or WIDE_PART=all (the three in turn, within one call's 10 minutes).
+#   WIDE_PART=gemm   scripts/gpu/gemm_bw.sh: test_decode_gpu (the wide kernels bit for bit the
+#                    row-major one at every split, odd k slices included, both tiles, one and two
+#                    CTAs per SM, every PDL knob), then `sweep gemm` of fp4 splitk at tiles 8 and
+#                    16, T = 1, 4, 16, candidates wpack, cta2+wpack, wide, cta2+wide, wide+lean
+#                    (checked against the reference first, all in the same interleaved rounds per
+#                    tile); then scripts/gpu/gemm.sh's sanitize phase (the four compute-sanitizer
+#                    tools over the PDL-knob case, which runs the wide kernels too).
+#   WIDE_PART=layer  scripts/gpu/fp4_scales.sh: test_chain_equivalence (the wide chain hashes as
+#                    the packed chain at one and two CTAs per SM), then `sweep layer` fp4 at tile
+#                    16, A-B-A: packed, wide, packed, each with its T = 1 timelines (--stamps=1);
+#                    then the same at tile 8 without stamps.
+#   WIDE_PART=ncu    scripts/gpu/ncu.sh phase gemm: Nsight Compute over the tile-8 fp4 GEMM,
+#                    top-8 GEMM1, T = 1 and 16, cta2+wpack and cta2+wide beside splitk.
+# In $OUT, per part: wide_<part>.tar.gz (the part's folders: logs, test outputs, result files,
+# summaries) and wide_<part>_summary.txt; and wide_<WIDE_PART>_log.txt: 7 files for all.
+# Variables: WIDE_PART (gemm, layer, ncu or all).
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 1
+part=${WIDE_PART:-gemm}
+out=${OUT:-out/wide}
+mkdir -p "$out"
+log=$out/wide_${part}_log.txt
+: > "$log"
+tag=wide
+# shellcheck source=scripts/gpu/phases.sh
+source scripts/gpu/phases.sh
+
+# run_part PART: the part's scripts into folders of $out, then wide_PART.tar.gz (the folders)
+# and wide_PART_summary.txt (their summaries).
+run_part() {
+  local dirs=()
+  case $1 in
+  gemm)
+    dirs=(gemm sanitize)
+    say "gemm_bw.sh: fp4 splitk, tiles 8 and 16, T = 1, 4, 16"
+    OUT=$out/gemm GEMM_BW_BUDGET_S=240 GEMM_BW_TILES=8,16 GEMM_BW_TOKENS=1,4,16 \
+      GEMM_BW_VARIANTS=splitk GEMM_BW_CANDIDATES=wpack,cta2+wpack,wide,cta2+wide,wide+lean \
+      scripts/gpu/gemm_bw.sh >> "$log" 2>&1
+    say "gemm_bw.sh: exit $?"
+    say "gemm.sh: sanitize"
+    OUT=$out/sanitize GEMM_PHASES=sanitize GEMM_BUDGET_S=200 scripts/gpu/gemm.sh >> "$log" 2>&1
+    say "gemm.sh: exit $?"
+    ;;
+  layer)
+    dirs=(layer16 layer8)
+    say "fp4_scales.sh: tile 16, packed wide packed, T = 1 stamped"
+    OUT=$out/layer16 FP4_SCALES_TILE=16 FP4_SCALES_RUNS="packed wide packed" \
+      FP4_SCALES_STAMPS=1 FP4_SCALES_BUDGET_S=200 FP4_SCALES_RESERVE_S=40 \
+      scripts/gpu/fp4_scales.sh >> "$log" 2>&1
+    say "fp4_scales.sh (tile 16): exit $?"
+    say "fp4_scales.sh: tile 8, packed wide packed"
+    OUT=$out/layer8 FP4_SCALES_TILE=8 FP4_SCALES_RUNS="packed wide packed" \
+      FP4_SCALES_PHASES="build sweep" FP4_SCALES_BUDGET_S=120 FP4_SCALES_RESERVE_S=30 \
+      scripts/gpu/fp4_scales.sh >> "$log" 2>&1
+    say "fp4_scales.sh (tile 8): exit $?"
+    ;;
+  ncu)
+    dirs=(ncu)
+    say "ncu.sh: gemm, tile 8, cta2+wpack and cta2+wide"
+    OUT=$out/ncu NCU_PHASES="build gemm" NCU_GEMM_TILE=8 NCU_GEMM_CANDIDATES=cta2+wpack,cta2+wide \
+      NCU_BUDGET_S=150 scripts/gpu/ncu.sh >> "$log" 2>&1
+    say "ncu.sh: exit $?"
+    ;;
+  *)
+    say "WIDE_PART '$1' is none of gemm, layer, ncu, all"
+    exit 2
+    ;;
+  esac
+  pack_part "$1" "${dirs[@]}"
+}
+
+if [[ $part == all ]]; then
+  for p in gemm layer ncu; do run_part $p; done
+else
+  run_part "$part"
+fi
