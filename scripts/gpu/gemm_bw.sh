@@ -31,7 +31,9 @@
 # (--max-minutes); GEMM_BW_PHASES (default: build test sweep); GEMM_BW_CANDIDATES (default
 # "default"); GEMM_BW_TOKENS (default 1,2,4,8,16); GEMM_BW_TILES (default 16: the routing tile
 # rows, a list runs one sweep per tile into gemm_bw_tile<N>.h5); GEMM_BW_VARIANTS (default
-# tiled,splitk); GEMM_BW_BIN (default build-device/moefin; the
+# tiled,splitk); GEMM_BW_FORMATS (default bf16,fp4); GEMM_BW_CTAS (default 0: each variant's
+# policy; --ctas-per-sm of the sweep, 2 runs every variant and candidate with two CTAs per SM);
+# GEMM_BW_BIN (default build-device/moefin; the
 # host dry run uses build/moefin with GEMM_BW_PHASES=sweep, which stops at "needs a CUDA device").
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -42,6 +44,8 @@ candidates=${GEMM_BW_CANDIDATES:-default}
 tokens=${GEMM_BW_TOKENS:-1,2,4,8,16}
 tiles=${GEMM_BW_TILES:-16}
 variants=${GEMM_BW_VARIANTS:-tiled,splitk}
+formats=${GEMM_BW_FORMATS:-bf16,fp4}
+ctas=${GEMM_BW_CTAS:-0}
 mkdir -p "$out"
 log=$out/gemm_bw_log.txt
 touch "$log"
@@ -54,8 +58,8 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format
   >> "$log" 2>&1
 
 sweep_args=(sweep gemm --shapes top-8,top-16,top-22 --tokens "$tokens" --gemms 1,2
-  --formats bf16,fp4 --variants "$variants" --modes isolated,pdl --candidates "$candidates"
-  --read-floor --check-tokens 1,4 --rounds 5)
+  --formats "$formats" --variants "$variants" --modes isolated,pdl --candidates "$candidates"
+  --ctas-per-sm "$ctas" --read-floor --check-tokens 1,4 --rounds 5)
 
 for phase in $phases; do
   case $phase in

@@ -9,8 +9,11 @@
 #                    CTAs per SM, every PDL knob), then `sweep gemm` of fp4 splitk at tiles 8 and
 #                    16, T = 1, 4, 16, candidates wpack, cta2+wpack, wide, cta2+wide, wide+lean
 #                    (checked against the reference first, all in the same interleaved rounds per
-#                    tile); then scripts/gpu/gemm.sh's sanitize phase (the four compute-sanitizer
-#                    tools over the PDL-knob case, which runs the wide kernels too).
+#                    tile; folder gemm); then the same with every launch at two CTAs per SM
+#                    (--ctas-per-sm 2: splitk, wpack, wide and wide+lean, the last of which no
+#                    candidate name can ask for beside cta2; folder gemm_cta2); then
+#                    scripts/gpu/gemm.sh's sanitize phase (the four compute-sanitizer tools over
+#                    the PDL-knob case, which runs the wide kernels too).
 #   WIDE_PART=layer  scripts/gpu/fp4_scales.sh: test_chain_equivalence (the wide chain hashes as
 #                    the packed chain at one and two CTAs per SM), then `sweep layer` fp4 at tile
 #                    16, A-B-A: packed, wide, packed, each with its T = 1 timelines (--stamps=1);
@@ -37,14 +40,20 @@ run_part() {
   local dirs=()
   case $1 in
   gemm)
-    dirs=(gemm sanitize)
+    dirs=(gemm gemm_cta2 sanitize)
     say "gemm_bw.sh: fp4 splitk, tiles 8 and 16, T = 1, 4, 16"
-    OUT=$out/gemm GEMM_BW_BUDGET_S=240 GEMM_BW_TILES=8,16 GEMM_BW_TOKENS=1,4,16 \
-      GEMM_BW_VARIANTS=splitk GEMM_BW_CANDIDATES=wpack,cta2+wpack,wide,cta2+wide,wide+lean \
-      scripts/gpu/gemm_bw.sh >> "$log" 2>&1
+    OUT=$out/gemm GEMM_BW_BUDGET_S=150 GEMM_BW_TILES=8,16 GEMM_BW_TOKENS=1,4,16 \
+      GEMM_BW_FORMATS=fp4 GEMM_BW_VARIANTS=splitk \
+      GEMM_BW_CANDIDATES=wpack,cta2+wpack,wide,cta2+wide,wide+lean scripts/gpu/gemm_bw.sh \
+      >> "$log" 2>&1
     say "gemm_bw.sh: exit $?"
+    say "gemm_bw.sh: the same at two CTAs per SM"
+    OUT=$out/gemm_cta2 GEMM_BW_PHASES="build sweep" GEMM_BW_BUDGET_S=100 GEMM_BW_TILES=8,16 \
+      GEMM_BW_TOKENS=1,4,16 GEMM_BW_FORMATS=fp4 GEMM_BW_VARIANTS=splitk GEMM_BW_CTAS=2 \
+      GEMM_BW_CANDIDATES=wpack,wide,wide+lean scripts/gpu/gemm_bw.sh >> "$log" 2>&1
+    say "gemm_bw.sh (two CTAs per SM): exit $?"
     say "gemm.sh: sanitize"
-    OUT=$out/sanitize GEMM_PHASES=sanitize GEMM_BUDGET_S=200 scripts/gpu/gemm.sh >> "$log" 2>&1
+    OUT=$out/sanitize GEMM_PHASES=sanitize GEMM_BUDGET_S=150 scripts/gpu/gemm.sh >> "$log" 2>&1
     say "gemm.sh: exit $?"
     ;;
   layer)
@@ -64,7 +73,7 @@ run_part() {
     dirs=(ncu)
     say "ncu.sh: gemm, tile 8, cta2+wpack and cta2+wide"
     OUT=$out/ncu NCU_PHASES="build gemm" NCU_GEMM_TILE=8 NCU_GEMM_CANDIDATES=cta2+wpack,cta2+wide \
-      NCU_BUDGET_S=150 scripts/gpu/ncu.sh >> "$log" 2>&1
+      NCU_BUDGET_S=100 scripts/gpu/ncu.sh >> "$log" 2>&1
     say "ncu.sh: exit $?"
     ;;
   *)
