@@ -233,11 +233,13 @@ BOOST_AUTO_TEST_CASE(fp4_chain_with_tiled_scales_gives_the_row_major_bits_and_th
       o.tile_m = tile_m;
       o.iterations = 8;
       o.hidden_seed = 5;
-      // The packed chain again with wide GEMM launches (RunnerOptions::wide_gemms), at one CTA
-      // per SM (tile 16) and two (tile 8): the wide kernel's 3- and 2-stage pipelines, against
-      // the packed chain at the same residency (the split, so the sum order, follows the grid).
+      // c is the chain's default: packed values, GEMMs launched wide (fp4::chain_wide_gemms).
+      // The packed chain launched single and wide (RunnerOptions::wide_gemms) at one CTA per SM
+      // (tile 16) and two (tile 8): the wide kernel's 3- and 2-stage pipelines, each against the
+      // other at the same residency (the split, so the sum order, follows the grid).
       RunnerOptions single = o;
       single.ctas_per_sm = tile_m == 8 ? 2 : 0;
+      single.wide_gemms = false;
       RunnerOptions wide = single;
       wide.wide_gemms = true;
       ChainRunner a(tiled, o), b(rowmajor, o), c(packed, o), c2(packed, single), w(packed, wide);

@@ -163,6 +163,9 @@ BOOST_AUTO_TEST_CASE(the_chain_packs_values_where_its_scales_are_tiled_only) {
   // which reads nibbles (chain::LayerWeights' default, `sweep layer` without --fp4-values).
   BOOST_TEST((fp4::chain_value_layout(fp4::ScaleLayout::kTiled) == fp4::ValueLayout::kPacked));
   BOOST_TEST((fp4::chain_value_layout(fp4::ScaleLayout::kRowMajor) == fp4::ValueLayout::kNibbles));
+  // and launches the GEMMs wide where the values are packed (the only layout that kernel reads).
+  BOOST_TEST(fp4::chain_wide_gemms(fp4::ValueLayout::kPacked));
+  BOOST_TEST(!fp4::chain_wide_gemms(fp4::ValueLayout::kNibbles));
 }
 
 BOOST_AUTO_TEST_CASE(dequantized_weights_are_exact_in_bf16_after_the_gemms_2_to_the_minus_8) {

@@ -16,13 +16,13 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <iomanip>
+#include <iostream>
 #include <map>
 #include <optional>
 #include <set>
-#include <filesystem>
-#include <fstream>
-#include <iostream>
 #include <sstream>
 #include <unistd.h>
 
@@ -116,7 +116,8 @@ std::string check_outcome(pdl::Chain const& c, pdl::Report const& rep, audit::Re
 }
 
 std::string check_text(audit::ReadCheck const& rc) {
-  return rc.launch + " reads " + rc.buffer + (rc.before_wait ? " before its wait" : " after its wait");
+  return rc.launch + " reads " + rc.buffer +
+         (rc.before_wait ? " before its wait" : " after its wait");
 }
 
 std::string join_paths(std::vector<std::vector<std::string>> const& paths) {
@@ -144,8 +145,8 @@ int verify_chain(audit::Launches const& l, std::vector<audit::RequestResult> con
     std::map<std::string, std::size_t> by_sig;
     std::size_t const alts = std::max<std::size_t>(1, l.launches[i].alternatives.size());
     for (std::size_t a = 0; a < alts; ++a) {
-      std::string const sig = join_paths(
-          audit::launch_fragment(l, i, req.at(audit::request_index(l, i, a)).kernel));
+      std::string const sig =
+          join_paths(audit::launch_fragment(l, i, req.at(audit::request_index(l, i, a)).kernel));
       auto it = by_sig.find(sig);
       if (it == by_sig.end()) {
         it = by_sig.emplace(sig, classes[i].size()).first;

@@ -2,6 +2,7 @@
 
 #include "core/ops/errors.hpp"
 #include "core/ops/value_layout.hpp"
+#include "kernels/gemm/decode_plan.hpp"
 #include "kernels/routing/fast_routing.hpp"
 
 namespace moefin::audit_plan {
@@ -130,10 +131,19 @@ audit::Launches moefin_launches(chain::LayerPlan const& plan, MoefinLaunchOption
   bool const packed = o.packed_values.value_or(
       fp4::chain_value_layout(tiled ? fp4::ScaleLayout::kTiled : fp4::ScaleLayout::kRowMajor) ==
       fp4::ValueLayout::kPacked);
+  if (o.wide.value_or(false) && !packed)
+    throw InputError("audit: the wide launch is built into the packed-value kernel only");
+  bool const wide = o.wide.value_or(
+      fp4::chain_wide_gemms(packed ? fp4::ValueLayout::kPacked : fp4::ValueLayout::kNibbles));
+  std::string const tiled_args =
+      std::to_string(o.tile_m / 8) + ", " + (o.lean ? "true" : "false") +
+      (wide ? ", " + std::to_string(gemm::DecodePolicy::wide_stages(o.ctas_per_sm)) : "") + ">";
   std::string const gemm =
-      tiled
-          ? std::string("moefin::gemm::decode_gemm_") + (packed ? "wpack" : "tscale") + "_kernel<" +
-                std::to_string(o.tile_m / 8) + ", " + (o.lean ? "true" : "false") + ">"
+      tiled ? std::string("moefin::gemm::decode_gemm_") +
+                  (wide     ? "wide"
+                   : packed ? "wpack"
+                            : "tscale") +
+                  "_kernel<" + tiled_args
       : decode ? std::string("moefin::gemm::decode_gemm_kernel<(moefin::gemm::WeightFormat)") +
                      (gemm_impl == chain::kDecodeGemmFp4 ? "1" : "0") + ", " +
                      std::to_string(o.tile_m / 8) + ", true>"

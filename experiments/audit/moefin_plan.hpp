@@ -34,6 +34,13 @@ struct MoefinLaunchOptions {
   // chain launches it (fp4::chain_value_layout: packed where the scales are tiled). An
   // InputError for true without tiled scales.
   std::optional<bool> packed_values;
+  // fp4 GEMMs launched wide (gemm::DecodeOptions::wide, with packed values only):
+  // decode_gemm_wide_kernel<tile_m / 8, lean, stages> with the stages of
+  // DecodePolicy::wide_stages(ctas_per_sm); false: the kernel of packed_values. Unset: as the chain
+  // launches it (fp4::chain_wide_gemms: wide where the values are packed). An InputError for true
+  // without packed values.
+  std::optional<bool> wide;
+  int ctas_per_sm = 2;    // the wide kernel's residency: sweep layer's default, two CTAs per SM
   std::int64_t top_k = 8; // vecload's unroll (4, 2 or 1: whichever divides K)
   bool swiglu = true;     // activation_kernel<kSwiGlu> or <kRelu2>
   int iterations = chain::kVerifierIterations;

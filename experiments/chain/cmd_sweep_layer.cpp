@@ -145,10 +145,11 @@ int sweep_layer(cli::Args const& args) {
       "instructions to dequantize; needs --fp4-scales tiled) or nibbles (NVFP4's order, as "
       "before 2026-12-05); the same output bits. Unset: the chain's, packed with tiled scales "
       "and nibbles with rowmajor. Recorded as the file attribute fp4_values")(
-      "wide-gemms", po::bool_switch(),
-      "launch the fp4 GEMMs with two warp-stages per pipeline stage (the `wide` candidate of "
-      "sweep gemm; the same output bits; needs packed values). Recorded as the file attribute "
-      "fp4_gemm (wide, else single)")(
+      "fp4-gemm", po::value<std::string>(),
+      "how the fp4 GEMMs are launched: wide (two warp-stages per pipeline stage, the `wide` "
+      "candidate of sweep gemm; needs packed values) or single (one, as before 2026-12-05); the "
+      "same output bits. Unset: the chain's, wide with packed values and single with nibbles. "
+      "Recorded as the file attribute fp4_gemm")(
       "stamps", po::value<std::string>()->implicit_value("all"),
       "--stamps[=T,..]: after the timed rounds, replay the graph of each configuration (of these "
       "token counts; all when none are given) once more with per-CTA stamps and store its last "
@@ -217,9 +218,15 @@ int sweep_layer(cli::Args const& args) {
   if (value_layout == fp4::ValueLayout::kPacked && scale_layout != fp4::ScaleLayout::kTiled)
     throw InputError("--fp4-values packed: read by the tiled-scale GEMM only, so it needs "
                      "--fp4-scales tiled");
-  bool const wide_gemms = vm["wide-gemms"].as<bool>();
+  bool wide_gemms = fp4::chain_wide_gemms(value_layout);
+  if (vm.count("fp4-gemm")) {
+    std::string const fp4_gemm = vm["fp4-gemm"].as<std::string>();
+    if (fp4_gemm != "wide" && fp4_gemm != "single")
+      throw InputError("--fp4-gemm: value '" + fp4_gemm + "' not one of {wide, single}");
+    wide_gemms = fp4_gemm == "wide";
+  }
   if (wide_gemms && value_layout != fp4::ValueLayout::kPacked)
-    throw InputError("--wide-gemms: built into the packed-value GEMM only, so it needs "
+    throw InputError("--fp4-gemm wide: built into the packed-value GEMM only, so it needs "
                      "--fp4-values packed");
   // Token counts whose configurations get a stamped replay.
   std::vector<std::int64_t> stamp_tokens;
@@ -261,8 +268,8 @@ int sweep_layer(cli::Args const& args) {
                       "--fp4-scales", "fp4 scale layout");
   file.keep_root_attr("fp4_values", fp4::value_layout_name(value_layout), "nibbles", "--fp4-values",
                       "fp4 value layout");
-  file.keep_root_attr("fp4_gemm", wide_gemms ? "wide" : "single", "single", "--wide-gemms",
-                      "fp4 GEMM pipeline");
+  file.keep_root_attr("fp4_gemm", wide_gemms ? "wide" : "single", "single", "--fp4-gemm",
+                      "fp4 GEMM launch");
   // Numbered on from the timelines a resumed file already holds.
   std::int64_t timelines = 0;
   while (file.has_group("timeline_layer_" + std::to_string(timelines)))

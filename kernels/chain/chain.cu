@@ -157,6 +157,12 @@ __global__ void swap_halves_kernel(std::uint16_t const* src, std::uint16_t* dst,
   }
 }
 
+/// RunnerOptions::wide_gemms, or unset the chain's rule for the weights' value layout (bf16
+/// weights: no fp4 GEMM, so it does not matter).
+bool wide_gemms(RunnerOptions const& o, LayerWeights const& w) {
+  return o.wide_gemms.value_or(w.fp4() && fp4::chain_wide_gemms(w.value_layout()));
+}
+
 } // namespace
 
 void const* LayerWeights::w1_gate_second() const {
@@ -681,7 +687,7 @@ cudaGraphExec_t ChainRunner::Impl::graph(ChainConfig const& cfg, bool pdl, Graph
   if (plan.finalize->inside_gemm2)
     gemm::validate_fused(l0.gemm2, l0.fused);
   std::vector<LaunchDescriptor> const launches = layer_launches(
-      plan, RunFlags{pdl, o.ctas_per_sm, o.max_shared_carveout, checked, o.wide_gemms});
+      plan, RunFlags{pdl, o.ctas_per_sm, o.max_shared_carveout, checked, wide_gemms(o, *w)});
   MOEFIN_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
   stamping = kind == GraphKind::kTimingStamped || (checked && o.stamps);
   try {
@@ -715,8 +721,9 @@ BatchResult ChainRunner::run_batch(ChainConfig const& cfg, bool pdl) {
     d.validate_released(p, l0);
     if (p.finalize->inside_gemm2)
       gemm::validate_fused(l0.gemm2, l0.fused);
-    std::vector<LaunchDescriptor> const launches = layer_launches(
-        p, RunFlags{pdl, opt_.ctas_per_sm, opt_.max_shared_carveout, true, opt_.wide_gemms});
+    std::vector<LaunchDescriptor> const launches =
+        layer_launches(p, RunFlags{pdl, opt_.ctas_per_sm, opt_.max_shared_carveout, true,
+                                   wide_gemms(opt_, weights_)});
     d.stamping = opt_.stamps;
     d.enqueue_fill(false);
     for (int it = 0; it < opt_.iterations; ++it)

@@ -45,9 +45,10 @@ int buffer_element_bytes(Buffer b);
 /// whose output bits are the row-major kernel's; test_decode_gpu, test_chain_equivalence).
 /// With `value_layout` kPacked (tiled scales only) fp4 values are also stored with each word
 /// bit-permuted (fp4::pack_word), and the GEMMs read that copy (decode_gemm_wpack_kernel, the
-/// `wpack` candidate; the same output bits again). Unset, it is fp4::chain_value_layout: packed
-/// with tiled scales (the default since 2026-12-05, measured faster in every GEMM cell and layer
-/// row of results/h100_wpack/), nibbles with row-major ones.
+/// `wpack` candidate, or launched wide as the runner does by default, decode_gemm_wide_kernel:
+/// RunnerOptions::wide_gemms; the same output bits again). Unset, it is fp4::chain_value_layout:
+/// packed with tiled scales (the default since 2026-12-05, measured faster in every GEMM cell and
+/// layer row of results/h100_wpack/), nibbles with row-major ones.
 class LayerWeights {
 public:
   LayerWeights(LayerShape const& shape, std::uint64_t seed,
@@ -121,8 +122,9 @@ struct RunnerOptions {
   bool max_shared_carveout = false; // PdlKnobs::max_shared_carveout of the same kernels
   bool stream_launch = false; // checked runs as plain stream launches instead of one graph replay
   // fp4 decode GEMMs launched wide (gemm::DecodeOptions::wide: two warp-stages per pipeline
-  // stage; the same bits). Needs packed values (LayerWeights' default with tiled scales).
-  bool wide_gemms = false;
+  // stage; the same bits). true needs packed values. Unset: fp4::chain_wide_gemms of the
+  // weights' value layout (wide with packed values, LayerWeights' default with tiled scales).
+  std::optional<bool> wide_gemms;
   std::uint64_t hidden_seed = 1;
 };
 

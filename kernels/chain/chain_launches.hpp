@@ -19,7 +19,7 @@ struct RunFlags {
   int ctas_per_sm = 0;              // resident-wave kernels' CTAs per SM (PdlKnobs::ctas_per_sm)
   bool max_shared_carveout = false; // PdlKnobs::max_shared_carveout of the same kernels
   bool checked = true;              // the checksum kernel after each layer
-  bool wide_gemms = false;          // RunnerOptions::wide_gemms
+  bool wide_gemms = false;          // RunnerOptions::wide_gemms, resolved
 };
 
 /// One kernel launch of a layer.

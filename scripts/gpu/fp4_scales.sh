@@ -3,8 +3,9 @@
 # repository root (carry: .deps; prebuilt binaries: MOEFIN_PREBUILT=1 scripts/device_prepare.sh).
 # About 3-4 minutes after the build. Layouts: rowmajor (scales row-major, values as nibbles),
 # tiled (scales in 16 x 128 tiles: the chain's default since 2026-12-05), packed (tiled scales
-# and each values word bit-permuted: fp4::pack_word), wide (packed, and the GEMMs launched with
-# two warp-stages per pipeline stage: --wide-gemms). Correctness first: test_chain_equivalence
+# and each values word bit-permuted: fp4::pack_word; GEMMs launched with one warp-stage per
+# pipeline stage, --fp4-gemm single), wide (packed, and the GEMMs launched with two: --fp4-gemm
+# wide, the chain's default since 2026-12-05). Correctness first: test_chain_equivalence
 # (its fp4 case: the tiled and packed chains' buffers hash as the row-major chain's at tile 8 and
 # 16, T = 1, 4, 16, PDL on and off, and the output is within the reference's tolerance; and the
 # rest of the chain's gpu test). Then `sweep layer`, fp4 only, at tile FP4_SCALES_TILE (default
@@ -56,8 +57,8 @@ for phase in $phases; do
       case $layout in
       rowmajor) flags=(--fp4-scales rowmajor --fp4-values nibbles) ;;
       tiled) flags=(--fp4-scales tiled --fp4-values nibbles) ;;
-      packed) flags=(--fp4-scales tiled --fp4-values packed) ;;
-      wide) flags=(--fp4-scales tiled --fp4-values packed --wide-gemms) ;;
+      packed) flags=(--fp4-scales tiled --fp4-values packed --fp4-gemm single) ;;
+      wide) flags=(--fp4-scales tiled --fp4-values packed --fp4-gemm wide) ;;
       *)
         say "unknown layout '$layout' in FP4_SCALES_RUNS (rowmajor, tiled, packed, wide)"
         i=$((i + 1)) n=$((n - 1))

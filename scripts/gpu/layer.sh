@@ -22,6 +22,8 @@
 #   layer_sweep_nibbles.h5  (phase layer-nibbles, not a default) the fp4 rows of layer_sweep.h5
 #                      again with the values as nibbles (--fp4-values nibbles; the chain's
 #                      default is packed), a run of its own
+#   layer_sweep_single.h5  (phase layer-single, not a default) the same with the packed values'
+#                      GEMMs launched single (--fp4-gemm single; the chain's default is wide)
 #   layer_peer.h5      experiments/chain/peers_layer_torch.py: the PyTorch layer, /layer_sweep
 #   gemm_routing.tar   gemm_sweep.h5 (moefin sweep gemm: weight-stream bandwidth against the
 #                      copy bandwidth of the same run) and routing_sweep.h5 (moefin sweep routing:
@@ -95,6 +97,10 @@ for phase in $phases; do
     run layer-nibbles 20 45 "$bin" sweep layer --tokens "$tokens" --weights-format fp4 \
       --fp4-values nibbles --out "$out/layer_sweep_nibbles.h5" && mark_done layer-nibbles
     ;;
+  layer-single)
+    run layer-single 20 45 "$bin" sweep layer --tokens "$tokens" --weights-format fp4 \
+      --fp4-gemm single --out "$out/layer_sweep_single.h5" && mark_done layer-single
+    ;;
   peer)
     run peer 25 20 env PYTHONUNBUFFERED=1 python3 experiments/chain/peers_layer_torch.py \
       --out "$out/layer_peer.h5" --max-minutes "$(minutes_leaving 25)" && mark_done peer
@@ -118,6 +124,7 @@ done
   [[ -f $out/layer_peer.h5 ]] && peers=(--peers "$out/layer_peer.h5")
   [[ -f $out/layer_sweep.h5 ]] && "$bin" sweep layer --print "$out/layer_sweep.h5" "${peers[@]}"
   [[ -f $out/layer_sweep_nibbles.h5 ]] && "$bin" sweep layer --print "$out/layer_sweep_nibbles.h5"
+  [[ -f $out/layer_sweep_single.h5 ]] && "$bin" sweep layer --print "$out/layer_sweep_single.h5"
   [[ -f $out/equivalence.h5 ]] && "$bin" equivalence --print "$out/equivalence.h5"
   for f in bf16 fp4; do
     [[ -f $tmp/race_$f.h5 ]] && { echo "race, $f weights:"; "$bin" race --print "$tmp/race_$f.h5" | tail -8; }

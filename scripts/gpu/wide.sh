@@ -20,9 +20,16 @@
 #                    then the same at tile 8 without stamps.
 #   WIDE_PART=ncu    scripts/gpu/ncu.sh phase gemm: Nsight Compute over the tile-8 fp4 GEMM,
 #                    top-8 GEMM1, T = 1 and 16, cta2+wpack and cta2+wide beside splitk.
+#   WIDE_PART=chain  (not in all; once wide is the chain's default) scripts/gpu/layer.sh's phases
+#                    build test race layer layer-single peer: the GPU tests, the race benchmark
+#                    cell, the whole layer sweep with the chain's defaults, its fp4 rows again
+#                    launched single, and the PyTorch peer (folder sweep); then `moefin
+#                    equivalence` of the fp4 chain, the three seed shapes, T = 1, 2, 4, 8, 16,
+#                    seed-after and safe, 2,000 routings each (folder equivalence). Prebuilt
+#                    targets: moefin test_decode_gpu test_chain_kernels test_chain_equivalence.
 # In $OUT, per part: wide_<part>.tar.gz (the part's folders: logs, test outputs, result files,
 # summaries) and wide_<part>_summary.txt; and wide_<WIDE_PART>_log.txt: 7 files for all.
-# Variables: WIDE_PART (gemm, layer, ncu or all).
+# Variables: WIDE_PART (gemm, layer, ncu, chain or all).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 part=${WIDE_PART:-gemm}
@@ -76,8 +83,23 @@ run_part() {
       NCU_BUDGET_S=100 scripts/gpu/ncu.sh >> "$log" 2>&1
     say "ncu.sh: exit $?"
     ;;
+  chain)
+    dirs=(sweep equivalence)
+    say "layer.sh: build test race layer layer-single peer"
+    OUT=$out/sweep LAYER_PHASES="build test race layer layer-single peer" LAYER_BUDGET_S=280 \
+      scripts/gpu/layer.sh >> "$log" 2>&1
+    say "layer.sh: exit $?"
+    mkdir -p "$out/equivalence"
+    say "equivalence: fp4, three shapes, T = 1..16, seed-after and safe, 2000 routings"
+    timeout --signal=INT 200 build-device/moefin equivalence --shapes top-8,top-22,top-16 \
+      --tokens 1,2,4,8,16 --presets seed-after,safe --weights-format fp4 --routings 2000 \
+      --out "$out/equivalence/equivalence_fp4.h5" > "$out/equivalence/equivalence_log.txt" 2>&1
+    say "equivalence: exit $?"
+    build-device/moefin equivalence --print "$out/equivalence/equivalence_fp4.h5" \
+      > "$out/equivalence/summary.txt" 2>&1
+    ;;
   *)
-    say "WIDE_PART '$1' is none of gemm, layer, ncu, all"
+    say "WIDE_PART '$1' is none of gemm, layer, ncu, chain, all"
     exit 2
     ;;
   esac

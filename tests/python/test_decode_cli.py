@@ -25,8 +25,9 @@ USAGE = [
     (("sweep", "layer", "--fp4-values", "bytes"), "--fp4-values"),
     (("sweep", "layer", "--fp4-scales", "rowmajor", "--fp4-values", "packed"),
      "--fp4-scales tiled"),
-    (("sweep", "layer", "--wide-gemms", "--fp4-values", "nibbles"), "--wide-gemms"),
-    (("sweep", "layer", "--wide-gemms", "--fp4-scales", "rowmajor"), "--wide-gemms"),
+    (("sweep", "layer", "--fp4-gemm", "wide", "--fp4-values", "nibbles"), "--fp4-gemm wide"),
+    (("sweep", "layer", "--fp4-gemm", "wide", "--fp4-scales", "rowmajor"), "--fp4-gemm wide"),
+    (("sweep", "layer", "--fp4-gemm", "double"), "--fp4-gemm"),
     (("sweep", "gemm", "--candidates", "cta2+wide+lean"), "--candidates"),
     (("sweep", "gemm", "--candidates", "wide+wpack"), "--candidates"),
 ]
@@ -44,9 +45,11 @@ def test_bad_flags_are_one_line_usage_errors(moefin, args, names):
 
 
 @pytest.mark.parametrize("flags", [("--fp4-scales", "rowmajor"), ("--fp4-values", "nibbles"),
-                                   ("--fp4-values", "packed"), ("--wide-gemms",)])
+                                   ("--fp4-values", "packed"), ("--fp4-gemm", "wide"),
+                                   ("--fp4-gemm", "single"),
+                                   ("--fp4-scales", "rowmajor", "--fp4-gemm", "single")])
 def test_layout_flags_are_accepted_and_leave_the_rows_alone(moefin, flags):
-    # (--wide-gemms with the default layouts, packed values: accepted, the same rows.)
+    # (--fp4-gemm wide needs packed values, the default with tiled scales; single goes with any.)
     # Unset, the values are packed with tiled scales and nibbles with row-major ones
     # (fp4::chain_value_layout), so row-major scales alone are no error; the rows do not change.
     # The listing does not name the layout: which one runs is test_fp4's rule and, on a GPU,
