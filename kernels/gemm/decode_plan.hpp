@@ -32,8 +32,8 @@ struct DecodePolicy {
   static constexpr int kDeepStages = 9;
   /// The `wide` launch (DecodeOptions::wide, packed fp4 values): kWideWidth warp-stages per
   /// pipeline stage. At one CTA per SM 3 stages, two in flight: 4 x 2.25 KiB per warp as the
-  /// default launch, in 122-130 KiB per CTA; at two or more (cta2) 2 stages, one in flight (half
-  /// the default), so that two CTAs fit on an SM at either tile: 84-92 KiB per CTA.
+  /// default launch, in 119-127 KiB per CTA; at two or more (cta2) 2 stages, one in flight (half
+  /// the default), so that two CTAs fit on an SM at either tile: 82-90 KiB per CTA.
   static constexpr int kWideWidth = 2;
   static constexpr int wide_stages(int ctas_per_sm) { return ctas_per_sm >= 2 ? 2 : 3; }
   /// Shared memory of one warp's stage: weights, then (fp4) the scales.
