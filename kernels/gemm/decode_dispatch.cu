@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 namespace moefin::gemm {
 
@@ -124,17 +125,21 @@ void run_decode(DecodeGemmParams const& p, Variant v, DecodeOptions const& o, St
   };
   bool const fp4 = p.format == WeightFormat::kFp4;
   bool const packed = p.value_layout == fp4::ValueLayout::kPacked;
-  bool const shallow = DecodePolicy::wide_stages(o.pdl.ctas_per_sm) == 2;
-  if (o.wide && shallow)
-    o.lean ? (p.gemm.tile_m == 8 ? launch(decode_gemm_wide_kernel<1, true, 2>)
-                                 : launch(decode_gemm_wide_kernel<2, true, 2>))
-           : (p.gemm.tile_m == 8 ? launch(decode_gemm_wide_kernel<1, false, 2>)
-                                 : launch(decode_gemm_wide_kernel<2, false, 2>));
+  // The wide kernel with the stages of its residency (DecodePolicy::wide_stages: the two-CTA
+  // pipeline or the one-CTA one), at the tile and lean of the launch.
+  auto launch_wide = [&](auto stages) {
+    constexpr int kS = decltype(stages)::value;
+    o.lean ? (p.gemm.tile_m == 8 ? launch(decode_gemm_wide_kernel<1, true, kS>)
+                                 : launch(decode_gemm_wide_kernel<2, true, kS>))
+           : (p.gemm.tile_m == 8 ? launch(decode_gemm_wide_kernel<1, false, kS>)
+                                 : launch(decode_gemm_wide_kernel<2, false, kS>));
+  };
+  constexpr int kTwoCtaStages = DecodePolicy::wide_stages(2);
+  constexpr int kOneCtaStages = DecodePolicy::wide_stages(1);
+  if (o.wide && DecodePolicy::wide_stages(o.pdl.ctas_per_sm) == kTwoCtaStages)
+    launch_wide(std::integral_constant<int, kTwoCtaStages>{});
   else if (o.wide)
-    o.lean ? (p.gemm.tile_m == 8 ? launch(decode_gemm_wide_kernel<1, true, 3>)
-                                 : launch(decode_gemm_wide_kernel<2, true, 3>))
-           : (p.gemm.tile_m == 8 ? launch(decode_gemm_wide_kernel<1, false, 3>)
-                                 : launch(decode_gemm_wide_kernel<2, false, 3>));
+    launch_wide(std::integral_constant<int, kOneCtaStages>{});
   else if (packed && o.lean)
     p.gemm.tile_m == 8 ? launch(decode_gemm_wpack_kernel<1, true>)
                        : launch(decode_gemm_wpack_kernel<2, true>);
