@@ -299,6 +299,45 @@ inline void pack_words(std::uint8_t const* in, std::uint8_t* out, std::size_t by
   }
 }
 
+// ------------------------------------------------------------------------------------------
+// Where the values are stored (ValueLayout, core/ops/value_layout.hpp), in 16-byte chunks of 32
+// values of one row (chunk c of a row holds k = 32 c .. 32 c + 31), rows counted over
+// [experts][n]:
+//   kNibbles, kPacked  row-major: chunk c of row r at byte r * (k / 2) + 16 c.
+//   kTiles             packed words; the chunks of each decode GEMM warp-stage (kStageRows rows
+//                      x kStageK k, kStageBytes) contiguous, in the order the warp's copies fill
+//                      its shared memory (kernels/gemm/decode_kernels.cuh: copy (m, h) of lane
+//                      (g, q) is row 16 m + 8 h + g, chunk q of the stage, at stage chunk
+//                      (2 m + h) * 32 + 4 g + q); the stages of a 32-row band in k order, the
+//                      bands in row order. A warp then streams its k slice as one contiguous run
+//                      of bytes instead of 64-byte pieces of 32 rows. Needs n a multiple of 32
+//                      (a band never crosses an expert) and k of 128.
+inline constexpr int kStageRows = 32;
+inline constexpr int kStageK = 128;
+inline constexpr int kStageBytes = kStageRows * kStageK / 2;
+
+/// Byte offset of chunk `chunk` (k / 32) of row `row` in values of rows of k in layout l.
+MOEFIN_HD constexpr std::int64_t value_chunk_offset(ValueLayout l, std::int64_t row,
+                                                    std::int64_t chunk, std::int64_t k) {
+  if (l != ValueLayout::kTiles)
+    return row * (k / 2) + 16 * chunk;
+  constexpr int kChunksPerRow = kStageK / 32;
+  std::int64_t const stage = (row / kStageRows) * (k / kStageK) + chunk / kChunksPerRow;
+  int const r = static_cast<int>(row % kStageRows);
+  int const q = static_cast<int>(chunk % kChunksPerRow);
+  return stage * kStageBytes + 16 * ((r >> 3) * 32 + 4 * (r & 7) + q);
+}
+
+/// Host: `rows` rows of k values stored row-major (nibbles or packed words) copied into `out`
+/// with their chunks where kTiles puts them (the words themselves are not changed).
+inline void tile_chunks(std::uint8_t const* rowmajor, std::uint8_t* out, std::int64_t rows,
+                        std::int64_t k) {
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < k / 32; ++c)
+      std::memcpy(out + value_chunk_offset(ValueLayout::kTiles, r, c, k),
+                  rowmajor + value_chunk_offset(ValueLayout::kPacked, r, c, k), 16);
+}
+
 MOEFIN_HD std::uint32_t rotl32(std::uint32_t w, int s) {
   return (w << s) | (w >> (32 - s));
 }

@@ -37,10 +37,13 @@ void decode_gemm(gemm::DecodeGemmParams const& dp, GemmOracle* oracle) {
                p.n % fp4::kTileRows == 0),
           "scale layout tiled needs fp4 weights, n a multiple of 16 and k of 128");
   fp4::ValueLayout const values = dp.value_layout;
-  require(values == fp4::ValueLayout::kNibbles ||
+  require(values == fp4::ValueLayout::kNibbles || values == fp4::ValueLayout::kTiles ||
               (fp4 && values == fp4::ValueLayout::kPacked && p.k % 8 == 0),
           "value layout packed needs fp4 weights and k a multiple of 8 (whole 32-bit words)");
-  bool const packed_words = values == fp4::ValueLayout::kPacked;
+  require(values != fp4::ValueLayout::kTiles ||
+              (fp4 && p.k % fp4::kStageK == 0 && p.n % fp4::kStageRows == 0),
+          "value layout tiles needs fp4 weights, n a multiple of 32 and k of 128");
+  bool const packed_words = fp4::packed_words(values);
   std::int64_t const rows = *p.total_padded_rows;
   require(rows >= 0 && rows <= p.max_rows && rows % p.tile_m == 0,
           "total_padded_rows " + std::to_string(rows) + " not a multiple of tile_m " +
@@ -81,7 +84,9 @@ void decode_gemm(gemm::DecodeGemmParams const& dp, GemmOracle* oracle) {
             unsigned code;
             if (packed_words) {
               if (i % 8 == 0) {
-                std::memcpy(&nibbles, packed + wrow * (K / 2) + i / 2, 4);
+                std::memcpy(&nibbles,
+                            packed + fp4::value_chunk_offset(values, wrow, i / 32, K) + i % 32 / 2,
+                            4);
                 nibbles = fp4::unpack_word(nibbles);
               }
               code = (nibbles >> (4 * (i % 8))) & 0xFu;

@@ -170,9 +170,11 @@ def kernel_label(mangled):
     if m:
         return "%s tile %d%s" % (fmt[m.group(1)], 8 * int(m.group(2)),
                                  "" if m.group(3) == "1" else " loads-only")
-    m = re.search(r"decode_gemm_(tscale|wpack|wide)_kernelILi(\d)ELb(\d)E(?:Li(\d)E)?", mangled)
+    m = re.search(r"decode_gemm_(tscale|wpack|wide|tiles)_kernelILi(\d)ELb(\d)E(?:Li(\d)E)?",
+                  mangled)
     if m:
-        # The wide kernel's 2-stage instance is the one two CTAs per SM launch (cta2).
+        # The wide kernels' 2-stage instances are the ones two CTAs per SM launch (cta2); tiles
+        # is the wide kernel on tiled values.
         return "fp4 tile %d %s%s%s" % (8 * int(m.group(2)), m.group(1),
                                        " lean" if m.group(3) == "1" else "",
                                        " cta2" if m.group(4) == "2" else "")
@@ -220,7 +222,7 @@ def main():
             fail("no main loop (HMMA or LDGSTS) in " + name)
         stage, unit = mix
         # The wide kernels' loop streams WIDE_WIDTH warp-stages a turn: counted per warp-stage.
-        width = WIDE_WIDTH if " wide" in label else 1
+        width = WIDE_WIDTH if " wide" in label or " tiles" in label else 1
         stage = collections.Counter({c: per_warp_stage(v, width) for c, v in stage.items()})
         regs, _, spill = ptxas.get(name, ["?", 0, "?"])
         rows.append([label, regs, spill, stage["total"], unit] + [stage[c] for c in CLASSES] +
@@ -242,7 +244,7 @@ def main():
         "# count), 'per unit' = inside them (once per unit: its start, its last stage's combine",
         "# and store). A warp-stage streams %d bytes of weights (+%d of fp4 scales); the" % (
             WARP_STAGE_BYTES, FP4_SCALE_BYTES),
-        "# 'wide' kernels' loop streams %d a turn, and their counts are per warp-stage." % (
+        "# 'wide' and 'tiles' kernels' loop streams %d a turn, and their counts are per warp-stage." % (
             WIDE_WIDTH),
         "# 'full-issue bound' = those bytes per 'per stage' instructions at 4 instructions per",
         "# clock per SM, %d SMs at %.2f GHz, as %% of %.0f GB/s (above 100%%: not issue-bound)." % (

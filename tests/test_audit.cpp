@@ -608,18 +608,21 @@ BOOST_AUTO_TEST_CASE(the_decode_gemm_flavours_agree_with_their_binaries,
   // trigger placement of the GEMMs one at a time (trigger_variants), each kernel's trigger, waits,
   // pre-wait reads (none: the chain launches it without weights_before_wait), reads after the
   // wait and writes as the plan says.
-  // fp4 seven times: row-major scales (decode_gemm_kernel), tiled ones (decode_gemm_tscale_kernel,
+  // fp4 nine times: row-major scales (decode_gemm_kernel), tiled ones (decode_gemm_tscale_kernel,
   // the tscale candidate), tiled with lean loads (tscale+lean), the last two with packed values
-  // (decode_gemm_wpack_kernel, the wpack candidate), and those launched wide
-  // (decode_gemm_wide_kernel, the chain's default, at one and two CTAs per SM): one contract.
+  // (decode_gemm_wpack_kernel, the wpack candidate), those launched wide
+  // (decode_gemm_wide_kernel, at one and two CTAs per SM), and wide on tiled values
+  // (decode_gemm_tiles_kernel, the tiles candidate): one contract.
   std::size_t compared = 0, gemms = 0;
-  for (char const* format : {"bf16", "fp4", "fp4-tiled", "fp4-tiled-lean", "fp4-packed",
-                             "fp4-packed-lean", "fp4-wide", "fp4-wide-lean"})
+  for (char const* format :
+       {"bf16", "fp4", "fp4-tiled", "fp4-tiled-lean", "fp4-packed", "fp4-packed-lean", "fp4-wide",
+        "fp4-wide-lean", "fp4-tiles", "fp4-tiles-lean"})
     for (std::int64_t tile_m : {8, 16})
       for (auto const& cfg :
            race::trigger_variants(chain::preset_config(chain::Preset::kSeedAfter), false)) {
         std::string const f = format;
-        bool const wide = f.rfind("fp4-wide", 0) == 0;
+        bool const tiles = f.rfind("fp4-tiles", 0) == 0;
+        bool const wide = tiles || f.rfind("fp4-wide", 0) == 0;
         bool const packed = wide || f.rfind("fp4-packed", 0) == 0;
         bool const tiled = packed || f.rfind("fp4-tiled", 0) == 0;
         chain::LayerPlan const layer =
@@ -633,6 +636,7 @@ BOOST_AUTO_TEST_CASE(the_decode_gemm_flavours_agree_with_their_binaries,
         o.lean = f.size() > 5 && f.compare(f.size() - 5, 5, "-lean") == 0;
         o.packed_values = packed;
         o.wide = wide;
+        o.tiled_values = tiles;
         // Both of the wide kernel's pipelines: 3 stages at one CTA per SM (tile 16), 2 at two
         // (tile 8). The lean one at one CTA per SM, tile 16 (decode_gemm_wide_kernel<2, true,
         // 3>, 52 bytes of spill, never launched by the chain) is audited at two instead: the
@@ -655,11 +659,11 @@ BOOST_AUTO_TEST_CASE(the_decode_gemm_flavours_agree_with_their_binaries,
         }
       }
   BOOST_TEST_MESSAGE(compared << " kernel descriptions of the decode flavours compared");
-  BOOST_TEST(gemms >= 8u * 2u * 8u);
-  // Unset, the layout is the chain's: fp4 weights' scales tiled and values packed
-  // (chain::LayerWeights), launched wide (fp4::chain_wide_gemms), so the decode-fp4 plan names
-  // the wide kernel (at sweep layer's two CTAs per SM: 2 stages) and the bf16 one the plain
-  // decode kernel.
+  BOOST_TEST(gemms >= 10u * 2u * 8u);
+  // Unset, the layout is the chain's: fp4 weights' scales tiled and values packed in warp-stage
+  // tiles (chain::LayerWeights), launched wide (fp4::chain_wide_gemms), so the decode-fp4 plan
+  // names the tiles kernel (at sweep layer's two CTAs per SM: 2 stages) and the bf16 one the
+  // plain decode kernel.
   auto gemm1_symbol = [](char const* format, audit_plan::MoefinLaunchOptions const& o = {}) {
     return audit_plan::moefin_launches(
                chain::make_layer_plan(chain::preset_config(chain::Preset::kSeedAfter),
@@ -669,10 +673,15 @@ BOOST_AUTO_TEST_CASE(the_decode_gemm_flavours_agree_with_their_binaries,
         .launches[2]
         .kernel;
   };
-  BOOST_TEST(gemm1_symbol("fp4") == "moefin::gemm::decode_gemm_wide_kernel<2, false, 2>");
+  BOOST_TEST(gemm1_symbol("fp4") == "moefin::gemm::decode_gemm_tiles_kernel<2, false, 2>");
   audit_plan::MoefinLaunchOptions one_cta;
   one_cta.ctas_per_sm = 1;
-  BOOST_TEST(gemm1_symbol("fp4", one_cta) == "moefin::gemm::decode_gemm_wide_kernel<2, false, 3>");
+  BOOST_TEST(gemm1_symbol("fp4", one_cta) == "moefin::gemm::decode_gemm_tiles_kernel<2, false, 3>");
+  // Row-major packed values launched wide name the wide kernel.
+  audit_plan::MoefinLaunchOptions rowmajor_wide;
+  rowmajor_wide.tiled_values = false;
+  BOOST_TEST(gemm1_symbol("fp4", rowmajor_wide) ==
+             "moefin::gemm::decode_gemm_wide_kernel<2, false, 2>");
   BOOST_TEST(gemm1_symbol("bf16") ==
              "moefin::gemm::decode_gemm_kernel<(moefin::gemm::WeightFormat)0, 2, true>");
   // Nibbles name the tiled-scale kernel; row-major scales (values unset) the row-major one.
@@ -691,6 +700,15 @@ BOOST_AUTO_TEST_CASE(the_decode_gemm_flavours_agree_with_their_binaries,
   BOOST_TEST(gemm1_symbol("fp4", packed) == "moefin::gemm::decode_gemm_wpack_kernel<2, false>");
   packed.tiled_scales = false;
   BOOST_CHECK_THROW(gemm1_symbol("fp4", packed), InputError);
+  // Tiled values (asked for) name the tiles kernel; they are packed words read wide only.
+  audit_plan::MoefinLaunchOptions tiles;
+  tiles.tiled_values = true;
+  BOOST_TEST(gemm1_symbol("fp4", tiles) == "moefin::gemm::decode_gemm_tiles_kernel<2, false, 2>");
+  tiles.wide = false;
+  BOOST_CHECK_THROW(gemm1_symbol("fp4", tiles), InputError);
+  tiles.wide.reset();
+  tiles.packed_values = false;
+  BOOST_CHECK_THROW(gemm1_symbol("fp4", tiles), InputError);
   audit_plan::MoefinLaunchOptions wide_nibbles;
   wide_nibbles.packed_values = false;
   wide_nibbles.wide = true;

@@ -184,24 +184,27 @@ BOOST_AUTO_TEST_CASE(stamps_follow_the_trigger_placements) {
 }
 
 BOOST_AUTO_TEST_CASE(fp4_chain_with_tiled_scales_gives_the_row_major_bits_and_the_reference) {
-  // The decode-fp4 chain reads its scales in 16 x 128 tiles and its values packed by default
-  // (LayerWeights' layouts, decode_gemm_wpack_kernel); the same weights with nibbles take the
+  // The decode-fp4 chain reads its scales in 16 x 128 tiles and its values as packed words in
+  // warp-stage tiles by default (LayerWeights' layouts, decode_gemm_tiles_kernel, launched wide);
+  // row-major packed values take the wide or the wpack kernel, the same weights with nibbles the
   // tiled-scale kernel (decode_gemm_tscale_kernel), and with row-major scales the row-major one.
   // Every buffer of every layer must hash the same, PDL on and off, and the output stay within
   // the reference's tolerance.
   LayerShape const s = small_shape();
   LayerWeights const tiled(s, 12, "fp4", fp4::ScaleLayout::kTiled, fp4::ValueLayout::kNibbles);
   LayerWeights const rowmajor(s, 12, "fp4", fp4::ScaleLayout::kRowMajor);
-  LayerWeights const packed(s, 12, "fp4");
+  LayerWeights const packed(s, 12, "fp4", fp4::ScaleLayout::kTiled, fp4::ValueLayout::kPacked);
+  LayerWeights const tiles(s, 12, "fp4"); // the default layouts
+  BOOST_TEST_REQUIRE((tiles.value_layout() == fp4::ValueLayout::kTiles));
+  BOOST_TEST_REQUIRE((tiles.scale_layout() == fp4::ScaleLayout::kTiled));
   BOOST_TEST_REQUIRE((tiled.scale_layout() == fp4::ScaleLayout::kTiled));
   BOOST_TEST_REQUIRE((rowmajor.scale_layout() == fp4::ScaleLayout::kRowMajor));
   BOOST_TEST_REQUIRE((packed.scale_layout() == fp4::ScaleLayout::kTiled));
   BOOST_TEST_REQUIRE((tiled.value_layout() == fp4::ValueLayout::kNibbles));
   BOOST_TEST_REQUIRE((rowmajor.value_layout() == fp4::ValueLayout::kNibbles));
   BOOST_TEST_REQUIRE((packed.value_layout() == fp4::ValueLayout::kPacked));
-  BOOST_CHECK_THROW(
-      LayerWeights(s, 12, "fp4", fp4::ScaleLayout::kRowMajor, fp4::ValueLayout::kPacked),
-      InputError);
+  for (fp4::ValueLayout vl : {fp4::ValueLayout::kPacked, fp4::ValueLayout::kTiles})
+    BOOST_CHECK_THROW(LayerWeights(s, 12, "fp4", fp4::ScaleLayout::kRowMajor, vl), InputError);
   // download() gives the row-major scales whatever the layout (the reference reads them); the
   // GEMMs' copy holds the same bytes where fp4::scale_offset puts them, in another order.
   for (int g : {1, 2}) {
@@ -225,6 +228,14 @@ BOOST_AUTO_TEST_CASE(fp4_chain_with_tiled_scales_gives_the_row_major_bits_and_th
                                  cudaMemcpyDeviceToHost));
     fp4::pack_words(nib.data(), want.data(), want.size());
     BOOST_REQUIRE((words == want));
+    // The tiled copy: those words with their chunks in warp-stage tiles (expert 0's rows are
+    // the first bands).
+    std::vector<std::uint8_t> tiled_words(nib.size()), want_tiles(nib.size());
+    MOEFIN_CUDA_CHECK(cudaMemcpy(tiled_words.data(), g == 1 ? tiles.w1() : tiles.w2(),
+                                 tiled_words.size(), cudaMemcpyDeviceToHost));
+    fp4::tile_chunks(want.data(), want_tiles.data(), static_cast<std::int64_t>(nib.size()) * 2 / k,
+                     k);
+    BOOST_REQUIRE((tiled_words == want_tiles));
   }
   for (std::int64_t tile_m : {8, 16})
     for (std::int64_t T : {1, 4, 16}) {
@@ -233,16 +244,22 @@ BOOST_AUTO_TEST_CASE(fp4_chain_with_tiled_scales_gives_the_row_major_bits_and_th
       o.tile_m = tile_m;
       o.iterations = 8;
       o.hidden_seed = 5;
-      // c is the chain's default: packed values, GEMMs launched wide (fp4::chain_wide_gemms).
+      // c: packed values, GEMMs launched wide by the rule (fp4::chain_wide_gemms).
       // The packed chain launched single and wide (RunnerOptions::wide_gemms) at one CTA per SM
       // (tile 16) and two (tile 8): the wide kernel's 3- and 2-stage pipelines, each against the
-      // other at the same residency (the split, so the sum order, follows the grid).
+      // other at the same residency (the split, so the sum order, follows the grid); and the
+      // chain's default, tiled values, at that residency with the launch left to the rule (wide:
+      // the only launch that reads them, refused otherwise).
       RunnerOptions single = o;
       single.ctas_per_sm = tile_m == 8 ? 2 : 0;
       single.wide_gemms = false;
       RunnerOptions wide = single;
       wide.wide_gemms = true;
-      ChainRunner a(tiled, o), b(rowmajor, o), c(packed, o), c2(packed, single), w(packed, wide);
+      RunnerOptions by_rule = single;
+      by_rule.wide_gemms.reset();
+      ChainRunner a(tiled, o), b(rowmajor, o), c(packed, o), c2(packed, single), w(packed, wide),
+          t(tiles, by_rule);
+      t.set_routings(seeds_for(s, T, 8));
       c2.set_routings(seeds_for(s, T, 8));
       a.set_routings(seeds_for(s, T, 8));
       b.set_routings(seeds_for(s, T, 8));
@@ -256,6 +273,7 @@ BOOST_AUTO_TEST_CASE(fp4_chain_with_tiled_scales_gives_the_row_major_bits_and_th
           auto const z = c.run_batch(cfg, pdl);
           auto const v = w.run_batch(cfg, pdl);
           auto const v0 = c2.run_batch(cfg, pdl);
+          auto const vt = t.run_batch(cfg, pdl);
           BOOST_TEST(x.slots == y.slots, preset_name(p)
                                              << " T=" << T << " tile " << tile_m << " pdl " << pdl);
           BOOST_TEST(z.slots == y.slots, "packed values, " << preset_name(p) << " T=" << T
@@ -263,6 +281,9 @@ BOOST_AUTO_TEST_CASE(fp4_chain_with_tiled_scales_gives_the_row_major_bits_and_th
           BOOST_TEST(v.slots == v0.slots, "packed values, wide GEMMs, "
                                               << preset_name(p) << " T=" << T << " tile " << tile_m
                                               << " pdl " << pdl);
+          BOOST_TEST(vt.slots == v0.slots, "tiled values, wide GEMMs, "
+                                               << preset_name(p) << " T=" << T << " tile " << tile_m
+                                               << " pdl " << pdl);
         }
       ChainConfig const cfg = preset_config(Preset::kSeedAfter);
       a.run_batch(cfg, true);

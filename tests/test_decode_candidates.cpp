@@ -62,7 +62,7 @@ BOOST_AUTO_TEST_CASE(bad_specs_are_input_errors_naming_the_flag) {
 
 BOOST_AUTO_TEST_CASE(the_default_list_parses_and_every_name_fits_the_variant_column) {
   auto const all = parse_candidates(kDefaultCandidates, "--candidates");
-  BOOST_TEST(all.size() == 16u);
+  BOOST_TEST(all.size() == 17u);
   for (auto const& c : all) {
     BOOST_TEST(c.name.size() <= kMaxCandidateName, c.name);
     BOOST_TEST(c.name.rfind("sk+", 0) == 0u, c.name);
@@ -176,6 +176,37 @@ BOOST_AUTO_TEST_CASE(wide_is_wpack_with_two_warp_stages_a_stage_and_names_itself
   BOOST_TEST(candidate_skip_reason(w, WeightFormat::kFp4, 512, 16).empty());
   std::string const why = candidate_skip_reason(w, WeightFormat::kBf16, 1280, 16);
   BOOST_TEST(why.find("wide") != std::string::npos, why);
+}
+
+BOOST_AUTO_TEST_CASE(tiles_is_wide_on_tiled_values_and_names_itself_alone) {
+  auto const t = parse_candidate("tiles+cta2", "--candidates");
+  BOOST_TEST(t.name == "sk+cta2+tiles");
+  BOOST_TEST(t.tiled_values);
+  BOOST_TEST(t.wide);
+  BOOST_TEST(t.packed_values);
+  BOOST_TEST(t.tiled_scales);
+  BOOST_TEST(t.ctas_per_sm == 2);
+  BOOST_TEST(static_cast<int>(candidate_layout(t)) == static_cast<int>(fp4::ScaleLayout::kTiled));
+  BOOST_TEST(static_cast<int>(candidate_value_layout(t)) ==
+             static_cast<int>(fp4::ValueLayout::kTiles));
+  BOOST_TEST(candidate_options(t, DecodeOptions{}).wide);
+  // wide alone keeps row-major packed values.
+  BOOST_TEST(static_cast<int>(candidate_value_layout(parse_candidate("wide", "--candidates"))) ==
+             static_cast<int>(fp4::ValueLayout::kPacked));
+  auto const lean = parse_candidate("lean+tiles", "--candidates");
+  BOOST_TEST(lean.name == "sk+tiles+lean");
+  BOOST_TEST(candidate_options(lean, DecodeOptions{}).lean);
+  refused("tiles+wide", "beside tiles");
+  refused("wpack+tiles", "beside tiles");
+  refused("tiles+tscale", "beside tiles");
+  refused("tiles+deep", "combines tiles");
+  refused("loads+tiles", "combines tiles");
+  refused("tiles+tiles", "repeats tiles");
+  refused("cta2+tiles+lean", "longer than");
+  BOOST_TEST(candidate_skip_reason(t, WeightFormat::kFp4, 1280, 8).empty());
+  BOOST_TEST(candidate_skip_reason(t, WeightFormat::kFp4, 1280, 16).empty());
+  std::string const why = candidate_skip_reason(t, WeightFormat::kBf16, 1280, 16);
+  BOOST_TEST(why.find("tiles") != std::string::npos, why);
 }
 
 BOOST_AUTO_TEST_CASE(candidate_options_change_only_the_knobs_they_name) {

@@ -91,6 +91,13 @@ BOOST_AUTO_TEST_CASE(the_device_quantizer_writes_the_host_twins_bits) {
                                  cudaMemcpyDeviceToHost));
     fp4::pack_words(h.values.data(), want.data(), want.size());
     BOOST_REQUIRE((packed == want));
+    // The tiled copy holds those packed words with each 16-byte chunk where kTiles puts it.
+    std::vector<std::uint8_t> tiles(h.values.size()), want_tiles(h.values.size());
+    MOEFIN_CUDA_CHECK(cudaMemcpy(tiles.data(), w.values(fp4::ValueLayout::kTiles), tiles.size(),
+                                 cudaMemcpyDeviceToHost));
+    fp4::tile_chunks(want.data(), want_tiles.data(), static_cast<std::int64_t>(want.size()) * 2 / k,
+                     k);
+    BOOST_REQUIRE((tiles == want_tiles));
     std::int64_t const row_blocks = k / fp4::kBlock;
     for (std::int64_t b = 0; b < blocks; ++b)
       BOOST_REQUIRE_EQUAL(tiled[static_cast<std::size_t>(fp4::scale_offset(
@@ -129,10 +136,11 @@ BOOST_AUTO_TEST_CASE(splitk_dequantizes_every_code_and_scale_byte_exactly) {
   std::vector<std::int32_t> row_token(16);
   for (int r = 0; r < 16; ++r)
     row_token[static_cast<std::size_t>(r)] = r;
-  std::vector<std::uint8_t> packed(values.size());
+  std::vector<std::uint8_t> packed(values.size()), tiles(values.size());
   fp4::pack_words(values.data(), packed.data(), packed.size());
-  DeviceBuffer d_v(values), d_vp(packed), d_s(scales), d_st(tiled), d_g(global), d_cta(cta),
-      d_total(total), d_rt(row_token);
+  fp4::tile_chunks(packed.data(), tiles.data(), n, k);
+  DeviceBuffer d_v(values), d_vp(packed), d_vt(tiles), d_s(scales), d_st(tiled), d_g(global),
+      d_cta(cta), d_total(total), d_rt(row_token);
   DeviceBuffer a(static_cast<std::size_t>(16 * k * 2)), c(static_cast<std::size_t>(16 * n * 2));
   gemm::DecodeGemmParams p;
   p.format = WeightFormat::kFp4;
@@ -160,22 +168,23 @@ BOOST_AUTO_TEST_CASE(splitk_dequantizes_every_code_and_scale_byte_exactly) {
     }
     MOEFIN_CUDA_CHECK(
         cudaMemcpy(a.get(), host_a.data(), host_a.size() * 2, cudaMemcpyHostToDevice));
-    for (int run = 0; run < 12; ++run) {
+    for (int run = 0; run < 16; ++run) {
       int const ks = run % 2 ? 8 : 1;
       bool const tiled_scales = run >= 2;  // both scale layouts (fp4::ScaleLayout)
-      bool const packed_values = run >= 6; // both value layouts (fp4::ValueLayout)
+      bool const packed_values = run >= 6; // every value layout (fp4::ValueLayout)
+      bool const tiled_values = run >= 12;
       gemm::DecodeGemmParams q = p;
       if (tiled_scales) {
         q.scales = d_st.as<std::uint8_t>();
         q.scale_layout = fp4::ScaleLayout::kTiled;
       }
       if (packed_values) {
-        q.gemm.b = d_vp.get();
-        q.value_layout = fp4::ValueLayout::kPacked;
+        q.gemm.b = tiled_values ? d_vt.get() : d_vp.get();
+        q.value_layout = tiled_values ? fp4::ValueLayout::kTiles : fp4::ValueLayout::kPacked;
       }
       gemm::DecodeOptions o = plain(ks);
-      o.lean = run >= 8 || (run >= 4 && run < 6);
-      o.wide = run >= 10; // two warp-stages a stage (the packed-value kernel's wide launch)
+      o.lean = run >= 14 || (run >= 8 && run < 12) || (run >= 4 && run < 6);
+      o.wide = run >= 10; // two warp-stages a stage (the packed-value kernels' wide launch)
       auto const out = run_on(q, gemm::Variant::kSplitK, o, c);
       for (int r = 0; r < 16; ++r)
         for (std::int64_t j = 0; j < n; ++j) {
@@ -186,8 +195,9 @@ BOOST_AUTO_TEST_CASE(splitk_dequantizes_every_code_and_scale_byte_exactly) {
           bool const same = want == 0.0f ? (got & 0x7fffu) == 0 : got == float_to_bf16(want);
           BOOST_REQUIRE_MESSAGE(same, "code " << code << " scale byte " << int(s) << " ks " << ks
                                               << " tiled scales " << tiled_scales << " packed "
-                                              << packed_values << " lean " << o.lean << " wide "
-                                              << o.wide << ": got bf16 bits " << got);
+                                              << packed_values << " tiles " << tiled_values
+                                              << " lean " << o.lean << " wide " << o.wide
+                                              << ": got bf16 bits " << got);
           covered.insert({code, s});
         }
     }
@@ -240,25 +250,31 @@ std::vector<std::uint16_t> check_layout(WeightFormat f, std::int64_t T, std::int
         // The tiled scale layout (the tscale candidate, its own kernel) and packed values beside
         // it (wpack, its own kernel too) give the same bits, with and without the lean loads.
         if (f == WeightFormat::kFp4)
-          for (fp4::ValueLayout vl : {fp4::ValueLayout::kNibbles, fp4::ValueLayout::kPacked}) {
+          for (fp4::ValueLayout vl :
+               {fp4::ValueLayout::kNibbles, fp4::ValueLayout::kPacked, fp4::ValueLayout::kTiles}) {
             std::string const what = std::string("tiled scales, values ") +
                                      fp4::value_layout_name(vl) + ", ks=" + std::to_string(ks) +
                                      " pre=" + std::to_string(pre);
             auto const pt =
                 decode_bench::params(w, l, a.get(), c.get(), n, fp4::ScaleLayout::kTiled, vl);
-            BOOST_TEST(run_on(pt, gemm::Variant::kSplitK, o, c) == out, what);
-            gemm::DecodeOptions lean = o;
-            lean.lean = true;
-            BOOST_TEST(run_on(pt, gemm::Variant::kSplitK, lean, c) == out, what << ", lean loads");
-            if (ks > 0) {
+            // Tiled values are read by the wide launch only (below).
+            if (vl != fp4::ValueLayout::kTiles) {
+              BOOST_TEST(run_on(pt, gemm::Variant::kSplitK, o, c) == out, what);
+              gemm::DecodeOptions lean = o;
+              lean.lean = true;
+              BOOST_TEST(run_on(pt, gemm::Variant::kSplitK, lean, c) == out,
+                         what << ", lean loads");
+            }
+            if (ks > 0 && vl != fp4::ValueLayout::kTiles) {
               gemm::DecodeOptions two = o;
               two.pdl.ctas_per_sm = 2;
               BOOST_TEST(run_on(pt, gemm::Variant::kSplitK, two, c) == out,
                          what << ", two CTAs per SM");
             }
             // Two warp-stages a stage (wide): the same split, so the same bits, a k slice of an
-            // odd number of warp-stages included (k 1280 at ks 2, 1024 at ks 8).
-            if (vl == fp4::ValueLayout::kPacked)
+            // odd number of warp-stages included (k 1280 at ks 2, 1024 at ks 8); on tiled
+            // values too (their own kernel).
+            if (fp4::packed_words(vl))
               for (bool lean_loads : {false, true}) {
                 gemm::DecodeOptions wide = o;
                 wide.wide = true;
@@ -369,19 +385,20 @@ BOOST_AUTO_TEST_CASE(splitk_skips_tiles_of_no_expert_and_is_deterministic_under_
         DeviceBuffer stamps(static_cast<std::size_t>(gemm::num_ctas(p, gemm::Variant::kSplitK)) *
                             32);
         o.pdl.stamps = stamps.as<std::int64_t>();
-        // fp4 seven times: scales row-major, then tiled, then tiled with lean loads, then the
-        // same two with packed values, then those two wide (the tscale, wpack and wide kernels
-        // take every knob too).
-        for (int run = 0; run < 7; ++run) {
+        // fp4 nine times: scales row-major, then tiled, then tiled with lean loads, then the
+        // same two with packed values, then those two wide, then wide on tiled values (the
+        // tscale, wpack, wide and tiles kernels take every knob too).
+        for (int run = 0; run < 9; ++run) {
           fp4::ScaleLayout const sl =
               run == 0 ? fp4::ScaleLayout::kRowMajor : fp4::ScaleLayout::kTiled;
-          fp4::ValueLayout const vl =
-              run >= 3 ? fp4::ValueLayout::kPacked : fp4::ValueLayout::kNibbles;
+          fp4::ValueLayout const vl = run >= 7   ? fp4::ValueLayout::kTiles
+                                      : run >= 3 ? fp4::ValueLayout::kPacked
+                                                 : fp4::ValueLayout::kNibbles;
           if (run > 0 && f != WeightFormat::kFp4)
             continue;
           stamps.poison();
           auto const q = decode_bench::params(w, l, a.get(), c.get(), 256, sl, vl);
-          o.lean = run == 2 || run == 4 || run == 6;
+          o.lean = run == 2 || run == 4 || run == 6 || run == 8;
           o.wide = run >= 5;
           auto const out = run_on(q, gemm::Variant::kSplitK, o, c);
           BOOST_TEST(out == ref, "trigger " << trigger_name(t) << " pdl " << pdl << " scales "

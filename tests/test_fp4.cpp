@@ -149,23 +149,66 @@ BOOST_AUTO_TEST_CASE(packed_words_are_a_bit_permutation_that_the_gemm_undoes_in_
 }
 
 BOOST_AUTO_TEST_CASE(value_layout_names_parse_back_and_nothing_else_does) {
-  for (fp4::ValueLayout l : {fp4::ValueLayout::kNibbles, fp4::ValueLayout::kPacked}) {
+  for (fp4::ValueLayout l :
+       {fp4::ValueLayout::kNibbles, fp4::ValueLayout::kPacked, fp4::ValueLayout::kTiles}) {
     auto const back = fp4::value_layout_from_name(fp4::value_layout_name(l));
     BOOST_TEST_REQUIRE(back.has_value());
     BOOST_TEST((*back == l));
   }
-  for (char const* bad : {"", "?", "Packed", "nibble", "packed "})
+  for (char const* bad : {"", "?", "Packed", "nibble", "packed ", "tile"})
     BOOST_TEST(!fp4::value_layout_from_name(bad).has_value(), bad);
 }
 
 BOOST_AUTO_TEST_CASE(the_chain_packs_values_where_its_scales_are_tiled_only) {
-  // The wpack kernel reads packed values with tiled scales; row-major scales have one kernel,
-  // which reads nibbles (chain::LayerWeights' default, `sweep layer` without --fp4-values).
-  BOOST_TEST((fp4::chain_value_layout(fp4::ScaleLayout::kTiled) == fp4::ValueLayout::kPacked));
+  // The tiles kernel reads packed words in warp-stage tiles with tiled scales; row-major scales
+  // have one kernel, which reads nibbles (chain::LayerWeights' default, `sweep layer` without
+  // --fp4-values).
+  BOOST_TEST((fp4::chain_value_layout(fp4::ScaleLayout::kTiled) == fp4::ValueLayout::kTiles));
   BOOST_TEST((fp4::chain_value_layout(fp4::ScaleLayout::kRowMajor) == fp4::ValueLayout::kNibbles));
   // and launches the GEMMs wide where the values are packed (the only layout that kernel reads).
   BOOST_TEST(fp4::chain_wide_gemms(fp4::ValueLayout::kPacked));
   BOOST_TEST(!fp4::chain_wide_gemms(fp4::ValueLayout::kNibbles));
+  // Tiled values are packed words, which only the wide kernel reads.
+  BOOST_TEST(fp4::packed_words(fp4::ValueLayout::kTiles));
+  BOOST_TEST(fp4::chain_wide_gemms(fp4::ValueLayout::kTiles));
+}
+
+BOOST_AUTO_TEST_CASE(tiled_values_move_every_chunk_once_and_keep_each_warp_stage_contiguous) {
+  // Rows over two experts of n = 64 (4 bands of 32), k = 384 (3 stages of 128): every 16-byte
+  // chunk lands on its own place in the same bytes; the chunks of one warp-stage (32 rows of one
+  // band x 128 k) fill one fp4::kStageBytes block, at the place where the GEMM's copy (m, h) of
+  // lane (g, q) puts it in shared memory; the stages follow in k order, the bands in row order.
+  std::int64_t const rows = 128, k = 384, chunks = k / 32;
+  std::vector<int> seen(static_cast<std::size_t>(rows * chunks), 0);
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < chunks; ++c) {
+      std::int64_t const at = fp4::value_chunk_offset(fp4::ValueLayout::kTiles, r, c, k);
+      BOOST_TEST_REQUIRE(at % 16 == 0);
+      BOOST_TEST_REQUIRE(at >= 0);
+      BOOST_TEST_REQUIRE(at < rows * k / 2);
+      ++seen[static_cast<std::size_t>(at / 16)];
+      std::int64_t const stage = (r / 32) * (k / 128) + c / 4;
+      BOOST_TEST_REQUIRE(at / fp4::kStageBytes == stage);
+      int const m = static_cast<int>(r % 32) / 16, h = static_cast<int>(r % 16) / 8;
+      int const lane = 4 * static_cast<int>(r % 8) + static_cast<int>(c % 4);
+      BOOST_TEST_REQUIRE(at % fp4::kStageBytes / 16 == (2 * m + h) * 32 + lane);
+      // Nibbles and packed words stay row-major.
+      BOOST_TEST_REQUIRE(fp4::value_chunk_offset(fp4::ValueLayout::kPacked, r, c, k) ==
+                         r * (k / 2) + 16 * c);
+    }
+  BOOST_TEST(std::count(seen.begin(), seen.end(), 1) == static_cast<long>(seen.size()));
+  // tile_chunks moves the bytes there and changes none.
+  std::vector<std::uint8_t> in(static_cast<std::size_t>(rows * k / 2)), out(in.size(), 0xEE);
+  Rng rng(3);
+  for (auto& x : in)
+    x = static_cast<std::uint8_t>(rng.below(256));
+  fp4::tile_chunks(in.data(), out.data(), rows, k);
+  BOOST_TEST((out != in));
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < chunks; ++c)
+      BOOST_TEST_REQUIRE(
+          std::memcmp(out.data() + fp4::value_chunk_offset(fp4::ValueLayout::kTiles, r, c, k),
+                      in.data() + r * (k / 2) + 16 * c, 16) == 0);
 }
 
 BOOST_AUTO_TEST_CASE(dequantized_weights_are_exact_in_bf16_after_the_gemms_2_to_the_minus_8) {
@@ -519,10 +562,10 @@ namespace {
 
 /// A Tiny of 48 rows (three 16-row bands) and k = 256 with random activations, values and scales,
 /// its output poisoned.
-Tiny random_tiny(std::uint64_t seed) {
+Tiny random_tiny(std::uint64_t seed, std::int64_t n = 48, std::int64_t k = 256) {
   Tiny t;
-  t.n = 48;
-  t.k = 256;
+  t.n = n;
+  t.k = k;
   t.wq.resize(static_cast<std::size_t>(t.n * t.k / 2));
   t.sq.resize(static_cast<std::size_t>(t.n * t.k / 16));
   t.a.resize(static_cast<std::size_t>(t.rows * t.k));
@@ -589,6 +632,37 @@ BOOST_AUTO_TEST_CASE(the_reference_reads_packed_values_to_the_same_bits) {
   // Packed values are fp4 only.
   auto q = t.params(gemm::WeightFormat::kBf16);
   q.value_layout = fp4::ValueLayout::kPacked;
+  BOOST_CHECK_THROW(reference::decode_gemm(q), InputError);
+}
+
+BOOST_AUTO_TEST_CASE(the_reference_reads_tiled_values_to_the_same_bits) {
+  // n = 64, k = 256: two bands of 32 rows, two stages of 128 k.
+  Tiny t = random_tiny(7, 64, 256);
+  reference::GemmOracle o_nib, o_tiles;
+  reference::decode_gemm(t.params(gemm::WeightFormat::kFp4), &o_nib);
+  std::vector<std::uint16_t> const c_nib = t.c;
+  std::vector<std::uint8_t> packed(t.wq.size()), tiles(t.wq.size());
+  fp4::pack_words(t.wq.data(), packed.data(), packed.size());
+  fp4::tile_chunks(packed.data(), tiles.data(), t.n, t.k);
+  BOOST_TEST((tiles != packed));
+  auto p = t.params(gemm::WeightFormat::kFp4);
+  p.gemm.b = tiles.data();
+  p.value_layout = fp4::ValueLayout::kTiles;
+  t.c.assign(t.c.size(), kBf16Poison);
+  reference::decode_gemm(p, &o_tiles);
+  BOOST_TEST((t.c == c_nib));
+  BOOST_TEST(std::memcmp(o_nib.exact.data(), o_tiles.exact.data(), o_nib.exact.size() * 8) == 0);
+  // The tiled bytes read as packed row-major words are another GEMM.
+  p.value_layout = fp4::ValueLayout::kPacked;
+  reference::decode_gemm(p);
+  BOOST_TEST((t.c != c_nib));
+  // Tiles need n a multiple of 32 (48 is not) and fp4 weights.
+  Tiny u = random_tiny(8);
+  auto r = u.params(gemm::WeightFormat::kFp4);
+  r.value_layout = fp4::ValueLayout::kTiles;
+  BOOST_CHECK_THROW(reference::decode_gemm(r), InputError);
+  auto q = t.params(gemm::WeightFormat::kBf16);
+  q.value_layout = fp4::ValueLayout::kTiles;
   BOOST_CHECK_THROW(reference::decode_gemm(q), InputError);
 }
 
@@ -694,9 +768,18 @@ BOOST_AUTO_TEST_CASE(tiled_scales_are_read_by_the_split_k_fp4_kernel_only_from_a
   q = p;
   q.value_layout = static_cast<fp4::ValueLayout>(3);
   rejects(q, gemm::Variant::kSplitK, o, "unknown value layout");
+  // Tiled values: read by the wide launch of the tiled-scale kernel only.
+  q = p;
+  q.value_layout = fp4::ValueLayout::kTiles;
+  rejects(q, gemm::Variant::kSplitK, o, "value layout tiles is read by the wide kernel only");
+  o.wide = true;
+  BOOST_CHECK_NO_THROW(gemm::validate(q, gemm::Variant::kSplitK, o));
+  q.scale_layout = fp4::ScaleLayout::kRowMajor;
+  rejects(q, gemm::Variant::kSplitK, o, "value layout tiles is read by the tiled-scale kernels");
+  o.wide = false;
   // Two warp-stages a stage (wide): built into the packed-value kernel only, lean or not.
   o.wide = true;
-  rejects(p, gemm::Variant::kSplitK, o, "wide is built into the packed-value kernel");
+  rejects(p, gemm::Variant::kSplitK, o, "wide is built into the packed-value kernels");
   q = p;
   q.value_layout = fp4::ValueLayout::kPacked;
   for (bool lean : {false, true}) {

@@ -44,7 +44,8 @@ struct DecodeGemmParams {
   // with 16-byte copies (DecodeOptions: the `tscale` candidate of decode_candidates.hpp).
   fp4::ScaleLayout scale_layout = fp4::ScaleLayout::kRowMajor;
   // kFp4 only: how the values' 32-bit words are stored (core/fp4.hpp). kPacked is read by the
-  // split-K decode GEMM with tiled scales (the `wpack` candidate of decode_candidates.hpp).
+  // split-K decode GEMM with tiled scales (the `wpack` candidate of decode_candidates.hpp),
+  // kTiles by its wide launch only (the `tiles` candidate).
   fp4::ValueLayout value_layout = fp4::ValueLayout::kNibbles;
 };
 

@@ -128,19 +128,25 @@ audit::Launches moefin_launches(chain::LayerPlan const& plan, MoefinLaunchOption
     throw InputError("audit: lean loads are built into the tiled-scale kernel only");
   if (o.packed_values.value_or(false) && !tiled)
     throw InputError("audit: packed fp4 values are read by the tiled-scale kernel only");
-  bool const packed = o.packed_values.value_or(
-      fp4::chain_value_layout(tiled ? fp4::ScaleLayout::kTiled : fp4::ScaleLayout::kRowMajor) ==
-      fp4::ValueLayout::kPacked);
+  fp4::ValueLayout const chain_values =
+      fp4::chain_value_layout(tiled ? fp4::ScaleLayout::kTiled : fp4::ScaleLayout::kRowMajor);
+  bool const packed = o.packed_values.value_or(fp4::packed_words(chain_values));
   if (o.wide.value_or(false) && !packed)
-    throw InputError("audit: the wide launch is built into the packed-value kernel only");
-  bool const wide = o.wide.value_or(
-      fp4::chain_wide_gemms(packed ? fp4::ValueLayout::kPacked : fp4::ValueLayout::kNibbles));
+    throw InputError("audit: the wide launch is built into the packed-value kernels only");
+  bool const tiles = o.tiled_values.value_or(packed && chain_values == fp4::ValueLayout::kTiles &&
+                                             o.wide.value_or(true));
+  if (tiles && (!packed || !o.wide.value_or(true)))
+    throw InputError("audit: tiled fp4 values are packed words read by the wide launch only");
+  bool const wide =
+      o.wide.value_or(tiles || fp4::chain_wide_gemms(packed ? fp4::ValueLayout::kPacked
+                                                            : fp4::ValueLayout::kNibbles));
   std::string const tiled_args =
       std::to_string(o.tile_m / 8) + ", " + (o.lean ? "true" : "false") +
       (wide ? ", " + std::to_string(gemm::DecodePolicy::wide_stages(o.ctas_per_sm)) : "") + ">";
   std::string const gemm =
       tiled ? std::string("moefin::gemm::decode_gemm_") +
-                  (wide     ? "wide"
+                  (tiles    ? "tiles"
+                   : wide   ? "wide"
                    : packed ? "wpack"
                             : "tscale") +
                   "_kernel<" + tiled_args

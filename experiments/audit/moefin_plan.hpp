@@ -40,6 +40,11 @@ struct MoefinLaunchOptions {
   // launches it (fp4::chain_wide_gemms: wide where the values are packed). An InputError for true
   // without packed values.
   std::optional<bool> wide;
+  // fp4 values in warp-stage tiles (fp4::ValueLayout::kTiles: packed words, read by the wide
+  // launch only): decode_gemm_tiles_kernel<tile_m / 8, lean, stages>; false: the kernel of wide.
+  // Unset: as the chain launches it (fp4::chain_value_layout). An InputError for true without
+  // packed values or with wide false.
+  std::optional<bool> tiled_values;
   int ctas_per_sm = 2;    // the wide kernel's residency: sweep layer's default, two CTAs per SM
   std::int64_t top_k = 8; // vecload's unroll (4, 2 or 1: whichever divides K)
   bool swiglu = true;     // activation_kernel<kSwiGlu> or <kRelu2>

@@ -142,13 +142,16 @@ int sweep_layer(cli::Args const& args) {
       "file attribute fp4_scales")(
       "fp4-values", po::value<std::string>(),
       "how fp4 weights' values lie for the GEMMs: packed (each 32-bit word bit-permuted, fewer "
-      "instructions to dequantize; needs --fp4-scales tiled) or nibbles (NVFP4's order, as "
-      "before 2026-12-05); the same output bits. Unset: the chain's, packed with tiled scales "
-      "and nibbles with rowmajor. Recorded as the file attribute fp4_values")(
+      "instructions to dequantize; needs --fp4-scales tiled), tiles (packed, and each GEMM "
+      "warp-stage's 2 KiB contiguous; needs --fp4-gemm wide) or nibbles (NVFP4's order, as "
+      "before 2026-12-05); the same output bits. Unset: the chain's, tiles with tiled scales "
+      "(packed with --fp4-gemm single) and nibbles with rowmajor. Recorded as the file "
+      "attribute fp4_values")(
       "fp4-gemm", po::value<std::string>(),
       "how the fp4 GEMMs are launched: wide (two warp-stages per pipeline stage, the `wide` "
-      "candidate of sweep gemm; needs packed values) or single (one, as before 2026-12-05); the "
-      "same output bits. Unset: the chain's, wide with packed values and single with nibbles. "
+      "candidate of sweep gemm; needs packed or tiles values) or single (one, as before "
+      "2026-12-05; not with tiles); the same output bits. Unset: the chain's, wide with packed "
+      "or tiles values and single with nibbles. "
       "Recorded as the file attribute fp4_gemm")(
       "stamps", po::value<std::string>()->implicit_value("all"),
       "--stamps[=T,..]: after the timed rounds, replay the graph of each configuration (of these "
@@ -212,22 +215,30 @@ int sweep_layer(cli::Args const& args) {
     std::string const fp4_values = vm["fp4-values"].as<std::string>();
     std::optional<fp4::ValueLayout> const vlayout = fp4::value_layout_from_name(fp4_values);
     if (!vlayout)
-      throw InputError("--fp4-values: value '" + fp4_values + "' not one of {packed, nibbles}");
+      throw InputError("--fp4-values: value '" + fp4_values +
+                       "' not one of {packed, tiles, nibbles}");
     value_layout = *vlayout;
   }
-  if (value_layout == fp4::ValueLayout::kPacked && scale_layout != fp4::ScaleLayout::kTiled)
-    throw InputError("--fp4-values packed: read by the tiled-scale GEMM only, so it needs "
-                     "--fp4-scales tiled");
+  if (fp4::packed_words(value_layout) && scale_layout != fp4::ScaleLayout::kTiled)
+    throw InputError(std::string("--fp4-values ") + fp4::value_layout_name(value_layout) +
+                     ": read by the tiled-scale GEMM only, so it needs --fp4-scales tiled");
   bool wide_gemms = fp4::chain_wide_gemms(value_layout);
   if (vm.count("fp4-gemm")) {
     std::string const fp4_gemm = vm["fp4-gemm"].as<std::string>();
     if (fp4_gemm != "wide" && fp4_gemm != "single")
       throw InputError("--fp4-gemm: value '" + fp4_gemm + "' not one of {wide, single}");
     wide_gemms = fp4_gemm == "wide";
+    // The single launch reads no tiled values: without --fp4-values it takes them packed, the
+    // same words row-major.
+    if (!wide_gemms && !vm.count("fp4-values") && value_layout == fp4::ValueLayout::kTiles)
+      value_layout = fp4::ValueLayout::kPacked;
   }
-  if (wide_gemms && value_layout != fp4::ValueLayout::kPacked)
-    throw InputError("--fp4-gemm wide: built into the packed-value GEMM only, so it needs "
-                     "--fp4-values packed");
+  if (wide_gemms && !fp4::packed_words(value_layout))
+    throw InputError("--fp4-gemm wide: built into the packed-value GEMMs only, so it needs "
+                     "--fp4-values packed or tiles");
+  if (!wide_gemms && value_layout == fp4::ValueLayout::kTiles)
+    throw InputError("--fp4-values tiles: read by the GEMMs launched wide only, so it needs "
+                     "--fp4-gemm wide");
   // Token counts whose configurations get a stamped replay.
   std::vector<std::int64_t> stamp_tokens;
   if (vm.count("stamps"))

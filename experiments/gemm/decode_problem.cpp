@@ -60,20 +60,21 @@ std::uint8_t const* ExpertWeights::scales(fp4::ScaleLayout l) const {
 }
 
 void const* ExpertWeights::values(fp4::ValueLayout l) const {
-  if (l != fp4::ValueLayout::kPacked)
+  if (l == fp4::ValueLayout::kNibbles)
     return values_.get();
   if (format_ != gemm::WeightFormat::kFp4)
-    throw InputError("decode weights: no packed values for " +
-                     std::string(gemm::weight_format_name(format_)) + " weights (fp4 only)");
-  if (values_packed_.bytes() == 0) {
-    // Made on first use: the same quantizer, the values only, each word bit-permuted.
-    values_packed_ = dev::Buffer(values_.bytes());
-    gemm::fill_fp4(values_packed_.get(), nullptr, global_.get<float>(), experts_, n_, k_, seed_,
-                   weight_bound(k_), nullptr, fp4::ScaleLayout::kRowMajor,
-                   fp4::ValueLayout::kPacked);
+    throw InputError(std::string("decode weights: no ") + fp4::value_layout_name(l) +
+                     " values for " + gemm::weight_format_name(format_) + " weights (fp4 only)");
+  dev::Buffer& copy = l == fp4::ValueLayout::kTiles ? values_tiles_ : values_packed_;
+  if (copy.bytes() == 0) {
+    // Made on first use: the same quantizer, the values only, each word bit-permuted (and with
+    // kTiles each chunk moved).
+    copy = dev::Buffer(values_.bytes());
+    gemm::fill_fp4(copy.get(), nullptr, global_.get<float>(), experts_, n_, k_, seed_,
+                   weight_bound(k_), nullptr, fp4::ScaleLayout::kRowMajor, l);
     MOEFIN_CUDA_CHECK(cudaDeviceSynchronize());
   }
-  return values_packed_.get();
+  return copy.get();
 }
 
 HostWeights ExpertWeights::download(std::vector<std::int32_t> const& experts) const {

@@ -23,7 +23,7 @@ struct HostWeights {
 /// One GEMM's weights for every expert, [experts][n][k], on the device: bf16 uniform in
 /// +-[0.05, 1] / sqrt(k) (gemm::fill_random_bf16, as the chain's), or fp4 from the seeded
 /// quantizer of core/fp4.hpp with source weights bounded by 1 / sqrt(k), its scales row-major
-/// and its values as nibbles (and, each made on first use, tiled scales and packed values:
+/// and its values as nibbles (and, each made on first use, tiled scales, packed and tiled values:
 /// fp4::ScaleLayout, fp4::ValueLayout).
 class ExpertWeights {
 public:
@@ -34,8 +34,8 @@ public:
   std::int64_t n() const { return n_; }
   std::int64_t k() const { return k_; }
   std::uint64_t seed() const { return seed_; }
-  /// The values in layout l (kPacked: generated on the first call); throws InputError for
-  /// kPacked on bf16 weights.
+  /// The values in layout l (kPacked, kTiles: generated on the first call); throws InputError
+  /// for those on bf16 weights.
   void const* values(fp4::ValueLayout l = fp4::ValueLayout::kNibbles) const;
   /// The scales in layout l (kTiled: generated on the first call); throws InputError for kTiled
   /// on bf16 weights or where n or k do not allow it.
@@ -53,6 +53,7 @@ private:
   dev::Buffer values_, scales_, global_;
   mutable dev::Buffer scales_tiled_;  // scales(kTiled)
   mutable dev::Buffer values_packed_; // values(kPacked)
+  mutable dev::Buffer values_tiles_;  // values(kTiles)
 };
 
 /// The layout of one routing (reference routing of chain::router_scores(seed)) with tile `tile`,

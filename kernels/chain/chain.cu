@@ -67,11 +67,14 @@ LayerWeights::LayerWeights(LayerShape const& shape, std::uint64_t seed, std::str
                      " is neither row-major nor tiled");
   fp4::ValueLayout const value_layout =
       value_layout_or_default.value_or(fp4::chain_value_layout(scale_layout));
-  if (value_layout != fp4::ValueLayout::kNibbles && value_layout != fp4::ValueLayout::kPacked)
+  if (value_layout != fp4::ValueLayout::kNibbles && value_layout != fp4::ValueLayout::kPacked &&
+      value_layout != fp4::ValueLayout::kTiles)
     throw InputError("fp4 value layout " + std::to_string(static_cast<int>(value_layout)) +
-                     " is neither nibbles nor packed");
-  if (value_layout == fp4::ValueLayout::kPacked && scale_layout != fp4::ScaleLayout::kTiled)
-    throw InputError("fp4 values packed are read by the tiled-scale GEMM only: needs tiled scales");
+                     " not one of nibbles, packed, tiles");
+  if (fp4::packed_words(value_layout) && scale_layout != fp4::ScaleLayout::kTiled)
+    throw InputError(std::string("fp4 values ") + fp4::value_layout_name(value_layout) +
+                     " are read by the tiled-scale GEMM only: needs tiled scales");
+  packed_layout_ = value_layout;
   validate(shape, 1, 16);
   w_[0].n = shape.gemm1_n();
   w_[0].k = shape.hidden;
@@ -101,12 +104,13 @@ LayerWeights::LayerWeights(LayerShape const& shape, std::uint64_t seed, std::str
           gemm::fill_fp4(nullptr, m.scales_tiled, m.global, shape.experts, m.n, m.k, s, scale,
                          nullptr, fp4::ScaleLayout::kTiled);
         }
-        if (value_layout == fp4::ValueLayout::kPacked) {
-          // The same quantizer, the values only, each word bit-permuted.
+        if (fp4::packed_words(value_layout)) {
+          // The same quantizer, the values only, each word bit-permuted (kTiles: and each
+          // 16-byte chunk moved into its warp-stage tile).
           m.values_packed =
               device_alloc(static_cast<std::size_t>(count / 2), "fp4 packed weight values");
           gemm::fill_fp4(m.values_packed, nullptr, m.global, shape.experts, m.n, m.k, s, scale,
-                         nullptr, fp4::ScaleLayout::kRowMajor, fp4::ValueLayout::kPacked);
+                         nullptr, fp4::ScaleLayout::kRowMajor, value_layout);
         }
       } else {
         m.values = device_alloc(static_cast<std::size_t>(count) * 2, i ? "w2" : "w1");

@@ -46,9 +46,12 @@ int buffer_element_bytes(Buffer b);
 /// With `value_layout` kPacked (tiled scales only) fp4 values are also stored with each word
 /// bit-permuted (fp4::pack_word), and the GEMMs read that copy (decode_gemm_wpack_kernel, the
 /// `wpack` candidate, or launched wide as the runner does by default, decode_gemm_wide_kernel:
-/// RunnerOptions::wide_gemms; the same output bits again). Unset, it is fp4::chain_value_layout:
-/// packed with tiled scales (the default since 2026-12-05, measured faster in every GEMM cell and
-/// layer row of results/h100_wpack/), nibbles with row-major ones.
+/// RunnerOptions::wide_gemms; the same output bits again); with kTiles the packed words' chunks
+/// are also moved into warp-stage tiles (fp4::value_chunk_offset), read by the GEMMs launched
+/// wide only (decode_gemm_tiles_kernel, the `tiles` candidate). Unset, it is
+/// fp4::chain_value_layout: tiles with tiled scales (packed before them, which was measured faster
+/// than nibbles in every GEMM cell and layer row of results/h100_wpack/), nibbles with row-major
+/// ones.
 class LayerWeights {
 public:
   LayerWeights(LayerShape const& shape, std::uint64_t seed,
@@ -76,9 +79,9 @@ public:
   fp4::ScaleLayout scale_layout() const {
     return w_[0].scales_tiled != nullptr ? fp4::ScaleLayout::kTiled : fp4::ScaleLayout::kRowMajor;
   }
-  /// kPacked for fp4 weights built with it (they hold the packed copy), else kNibbles.
+  /// kPacked or kTiles for fp4 weights built with it (they hold that copy), else kNibbles.
   fp4::ValueLayout value_layout() const {
-    return w_[0].values_packed != nullptr ? fp4::ValueLayout::kPacked : fp4::ValueLayout::kNibbles;
+    return w_[0].values_packed != nullptr ? packed_layout_ : fp4::ValueLayout::kNibbles;
   }
   float const* global(int gemm) const { return w_[gemm - 1].global; } // fp4 only
   /// w1 with the two halves of each expert's output rows swapped (gate second), made on first use
@@ -99,7 +102,7 @@ private:
     void* values = nullptr;
     std::uint8_t* scales = nullptr;       // row-major
     std::uint8_t* scales_tiled = nullptr; // kTiled (fp4 with that layout only)
-    void* values_packed = nullptr;        // kPacked (fp4 with that layout only)
+    void* values_packed = nullptr;        // packed_layout_ (fp4 with kPacked or kTiles only)
     float* global = nullptr;
   };
   static void const* gemm_values(Matrix const& m) {
@@ -110,6 +113,7 @@ private:
   std::string format_;
   ChainFlavour const* flavour_ = nullptr;
   Matrix w_[2];
+  fp4::ValueLayout packed_layout_ = fp4::ValueLayout::kPacked; // of values_packed
   mutable void* w1_gate_second_ = nullptr; // w1_gate_second(), made on first use
 };
 
@@ -122,7 +126,8 @@ struct RunnerOptions {
   bool max_shared_carveout = false; // PdlKnobs::max_shared_carveout of the same kernels
   bool stream_launch = false; // checked runs as plain stream launches instead of one graph replay
   // fp4 decode GEMMs launched wide (gemm::DecodeOptions::wide: two warp-stages per pipeline
-  // stage; the same bits). true needs packed values. Unset: fp4::chain_wide_gemms of the
+  // stage; the same bits). true needs packed values, false values not in kTiles. Unset:
+  // fp4::chain_wide_gemms of the
   // weights' value layout (wide with packed values, LayerWeights' default with tiled scales).
   std::optional<bool> wide_gemms;
   std::uint64_t hidden_seed = 1;

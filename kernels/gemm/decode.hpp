@@ -60,9 +60,9 @@ struct DecodeOptions {
   // as bf16 bits instead of converted (decode_kernels.cuh, kLean): fewer instructions per
   // stage, the same output bits.
   bool lean = false;
-  // Candidate (with value layout kPacked only): two warp-stages per pipeline stage
-  // (DecodePolicy::kWideWidth, kWideStages), so that a stage's fixed work is paid once per two;
-  // the same split and output bits.
+  // Candidate (with value layout kPacked or kTiles only; kTiles needs it): two warp-stages per
+  // pipeline stage (DecodePolicy::kWideWidth, kWideStages), so that a stage's fixed work is paid
+  // once per two; the same split and output bits.
   bool wide = false;
 };
 
@@ -72,8 +72,8 @@ struct DecodeOptions {
 /// fp4), a forced split_k that divides the k steps, grid_ctas in 0..num_ctas (kTiled: 0), deep
 /// only for fp4 at tile 16 with math and one CTA per SM; scale layout kTiled only for fp4 with
 /// kSplitK, without deep or loads_only, scales aligned to 16 bytes; lean only with
-/// scale layout kTiled; value layout kPacked only with scale layout kTiled; wide only with value
-/// layout kPacked.
+/// scale layout kTiled; value layouts kPacked and kTiles only with scale layout kTiled; wide only
+/// with value layout kPacked or kTiles, and kTiles only with wide.
 void validate(DecodeGemmParams const& p, Variant v, DecodeOptions const& o = {});
 
 /// CTAs of the launch: one resident wave of `ctas_per_sm` (0: the variant's policy) per SM.
@@ -98,7 +98,8 @@ void run_decode(DecodeGemmParams const& p, Variant v, DecodeOptions const& o, St
 /// Fills 4-bit weights of `experts` matrices [n][k] on the device: the seeded quantizer of
 /// core/fp4.hpp (the same bits as fp4::quantize_block on the host) with source weights bounded
 /// by `scale`, values [experts][n][k/2] stored as `values_layout` says, scales [experts][n][k/16]
-/// stored as `layout` says (kTiled: n a multiple of 16, k of 128), global [experts]. Values or
+/// stored as `layout` says (kTiled: n a multiple of 16, k of 128; values kTiles: n of 32, k of
+/// 128), global [experts]. Values or
 /// scales may be null (not both): then only the other and the global scales are written.
 void fill_fp4(void* values, void* scales, float* global, std::int64_t experts, std::int64_t n,
               std::int64_t k, std::uint64_t seed, float scale, Stream stream,

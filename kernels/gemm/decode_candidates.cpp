@@ -14,7 +14,8 @@ namespace {
 
 [[noreturn]] void reject(std::string const& flag, std::string const& spec, std::string const& why) {
   throw InputError(flag + ": candidate '" + spec + "' " + why +
-                   " (knobs: ks1, ks2, ks4, ks8, cta2, deep, loads, tscale, wpack, wide, lean, "
+                   " (knobs: ks1, ks2, ks4, ks8, cta2, deep, loads, tscale, wpack, wide, tiles, "
+                   "lean, "
                    "joined by '+')");
 }
 
@@ -31,13 +32,14 @@ DecodeCandidate parse_candidate(std::string const& spec, std::string const& flag
   std::string knob;
   while (std::getline(ss, knob, '+')) {
     if (knob == "loads" || knob == "cta2" || knob == "deep" || knob == "tscale" ||
-        knob == "wpack" || knob == "wide" || knob == "lean") {
+        knob == "wpack" || knob == "wide" || knob == "tiles" || knob == "lean") {
       bool& on = knob == "loads"    ? c.loads_only
                  : knob == "cta2"   ? cta2
                  : knob == "deep"   ? c.deep
                  : knob == "tscale" ? c.tiled_scales
                  : knob == "wpack"  ? c.packed_values
                  : knob == "wide"   ? c.wide
+                 : knob == "tiles"  ? c.tiled_values
                                     : c.lean;
       if (on)
         reject(flag, spec, "repeats " + knob);
@@ -50,8 +52,11 @@ DecodeCandidate parse_candidate(std::string const& spec, std::string const& flag
       reject(flag, spec, "has an unknown knob '" + knob + "'");
     }
   }
+  if (c.tiled_values && (c.wide || c.packed_values || c.tiled_scales))
+    reject(flag, spec, "names wide, wpack or tscale beside tiles, which is wide itself");
   if (c.wide && (c.packed_values || c.tiled_scales))
     reject(flag, spec, "names wpack or tscale beside wide, which reads packed values itself");
+  c.wide = c.wide || c.tiled_values;
   if (c.packed_values && c.tiled_scales)
     reject(flag, spec, "names tscale beside wpack, which reads tiled scales itself");
   c.packed_values = c.packed_values || c.wide;
@@ -61,7 +66,8 @@ DecodeCandidate parse_candidate(std::string const& spec, std::string const& flag
   if (c.tiled_scales && (c.deep || c.loads_only))
     reject(flag, spec,
            std::string("combines ") +
-               (c.wide            ? "wide"
+               (c.tiled_values    ? "tiles"
+                : c.wide          ? "wide"
                 : c.packed_values ? "wpack"
                                   : "tscale") +
                " (built for the default pipeline, with math) with deep or loads");
@@ -75,7 +81,9 @@ DecodeCandidate parse_candidate(std::string const& spec, std::string const& flag
     c.name += "+cta2";
   if (c.deep)
     c.name += "+deep";
-  if (c.wide)
+  if (c.tiled_values)
+    c.name += "+tiles";
+  else if (c.wide)
     c.name += "+wide";
   else if (c.packed_values)
     c.name += "+wpack";
@@ -117,7 +125,8 @@ std::string candidate_skip_reason(DecodeCandidate const& c, WeightFormat f, std:
     return std::string("deep is built for fp4 weights at tile_m 16, not ") + weight_format_name(f) +
            " at tile_m " + std::to_string(tile_m);
   if (c.tiled_scales && f != WeightFormat::kFp4)
-    return std::string(c.wide            ? "wide reads packed fp4 values and tiled scales"
+    return std::string(c.tiled_values    ? "tiles reads tiled fp4 values and scales"
+                       : c.wide          ? "wide reads packed fp4 values and tiled scales"
                        : c.packed_values ? "wpack is a layout of fp4 values and scales"
                                          : "tscale is a layout of fp4 scales") +
            ", not of " + weight_format_name(f) + " weights";

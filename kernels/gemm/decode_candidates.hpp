@@ -25,6 +25,9 @@
 //   wide                wpack with two warp-stages per pipeline stage (DecodeOptions::wide):
 //                       a stage's fixed work paid once per two, one stage in flight; it names
 //                       wpack itself (cta2+wide+lean is longer than a name may be)
+//   tiles               wide on values whose warp-stages are contiguous (fp4::ValueLayout::
+//                       kTiles): each warp streams its k slice as one run of bytes instead of
+//                       64-byte pieces of 32 rows (a data layout; it names wide itself)
 // The chain (core/ops/layer_plan.hpp) keeps the current policy. Host-only, no CUDA.
 
 #include "kernels/gemm/decode.hpp"
@@ -46,6 +49,7 @@ struct DecodeCandidate {
   bool tiled_scales = false;
   bool packed_values = false; // wpack (with tiled_scales)
   bool wide = false;          // wide (with packed_values)
+  bool tiled_values = false;  // tiles (with wide)
   bool lean = false;
 };
 
@@ -73,15 +77,18 @@ inline fp4::ScaleLayout candidate_layout(DecodeCandidate const& c) {
 }
 /// The fp4 value layout a candidate's weights are stored in (DecodeGemmParams::value_layout).
 inline fp4::ValueLayout candidate_value_layout(DecodeCandidate const& c) {
-  return c.packed_values ? fp4::ValueLayout::kPacked : fp4::ValueLayout::kNibbles;
+  return c.tiled_values    ? fp4::ValueLayout::kTiles
+         : c.packed_values ? fp4::ValueLayout::kPacked
+                           : fp4::ValueLayout::kNibbles;
 }
 
 /// The candidates of scripts/gpu/gemm_bw.sh: every split, two CTAs per SM with the plan's split
 /// and with the two deepest splits, the deep fp4 pipeline, the tiled fp4 scales alone and with
 /// two CTAs per SM, with lean loads, the packed fp4 values alone and with two CTAs per SM, the
-/// same with two warp-stages per stage, and the loads-only diagnostic with two CTAs per SM.
+/// same with two warp-stages per stage, on row-major and on tiled values, and the loads-only
+/// diagnostic with two CTAs per SM.
 inline constexpr char const* kDefaultCandidates =
     "ks1,ks2,ks4,ks8,cta2,cta2+ks4,cta2+ks8,deep,tscale,cta2+tscale,tscale+lean,wpack,cta2+wpack,"
-    "wide,cta2+wide,loads+cta2";
+    "wide,cta2+wide,cta2+tiles,loads+cta2";
 
 } // namespace moefin::gemm

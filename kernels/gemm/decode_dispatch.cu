@@ -30,13 +30,16 @@ void validate(DecodeGemmParams const& p, Variant v, DecodeOptions const& o) {
       reject("scale layout tiled needs scales aligned to 16 bytes (16-byte copies)");
   }
   if (p.value_layout != fp4::ValueLayout::kNibbles) {
-    if (p.value_layout != fp4::ValueLayout::kPacked)
+    if (p.value_layout != fp4::ValueLayout::kPacked && p.value_layout != fp4::ValueLayout::kTiles)
       reject("unknown value layout " + std::to_string(static_cast<int>(p.value_layout)));
     if (p.scale_layout != fp4::ScaleLayout::kTiled)
-      reject("value layout packed is read by the tiled-scale kernel only (scale layout tiled)");
+      reject(std::string("value layout ") + fp4::value_layout_name(p.value_layout) +
+             " is read by the tiled-scale kernels only (scale layout tiled)");
   }
-  if (o.wide && p.value_layout != fp4::ValueLayout::kPacked)
-    reject("wide is built into the packed-value kernel only (value layout packed)");
+  if (o.wide && !fp4::packed_words(p.value_layout))
+    reject("wide is built into the packed-value kernels only (value layout packed or tiles)");
+  if (p.value_layout == fp4::ValueLayout::kTiles && !o.wide)
+    reject("value layout tiles is read by the wide kernel only (DecodeOptions::wide)");
   if (o.lean && p.scale_layout != fp4::ScaleLayout::kTiled)
     reject("lean is built into the tiled-scale kernel only (scale layout tiled)");
   if (v == Variant::kTiled) {
@@ -127,12 +130,20 @@ void run_decode(DecodeGemmParams const& p, Variant v, DecodeOptions const& o, St
   bool const packed = p.value_layout == fp4::ValueLayout::kPacked;
   // The wide kernel with the stages of its residency (DecodePolicy::wide_stages: the two-CTA
   // pipeline or the one-CTA one), at the tile and lean of the launch.
+  // The tiles kernel where the values' warp-stages are contiguous (the same stages).
+  bool const tiles = p.value_layout == fp4::ValueLayout::kTiles;
   auto launch_wide = [&](auto stages) {
     constexpr int kS = decltype(stages)::value;
-    o.lean ? (p.gemm.tile_m == 8 ? launch(decode_gemm_wide_kernel<1, true, kS>)
-                                 : launch(decode_gemm_wide_kernel<2, true, kS>))
-           : (p.gemm.tile_m == 8 ? launch(decode_gemm_wide_kernel<1, false, kS>)
-                                 : launch(decode_gemm_wide_kernel<2, false, kS>));
+    if (tiles)
+      o.lean ? (p.gemm.tile_m == 8 ? launch(decode_gemm_tiles_kernel<1, true, kS>)
+                                   : launch(decode_gemm_tiles_kernel<2, true, kS>))
+             : (p.gemm.tile_m == 8 ? launch(decode_gemm_tiles_kernel<1, false, kS>)
+                                   : launch(decode_gemm_tiles_kernel<2, false, kS>));
+    else
+      o.lean ? (p.gemm.tile_m == 8 ? launch(decode_gemm_wide_kernel<1, true, kS>)
+                                   : launch(decode_gemm_wide_kernel<2, true, kS>))
+             : (p.gemm.tile_m == 8 ? launch(decode_gemm_wide_kernel<1, false, kS>)
+                                   : launch(decode_gemm_wide_kernel<2, false, kS>));
   };
   constexpr int kTwoCtaStages = DecodePolicy::wide_stages(2);
   constexpr int kOneCtaStages = DecodePolicy::wide_stages(1);
@@ -171,9 +182,14 @@ void fill_fp4(void* values, void* scales, float* global, std::int64_t experts, s
   ranges::check_multiple("fill_fp4 k", k, fp4::kBlock);
   if (values == nullptr && scales == nullptr)
     throw InputError("fill_fp4: neither values nor scales to write");
-  if (values_layout != fp4::ValueLayout::kNibbles && values_layout != fp4::ValueLayout::kPacked)
+  if (values_layout != fp4::ValueLayout::kNibbles && values_layout != fp4::ValueLayout::kPacked &&
+      values_layout != fp4::ValueLayout::kTiles)
     throw InputError("fill_fp4: unknown value layout " +
                      std::to_string(static_cast<int>(values_layout)));
+  if (values != nullptr && values_layout == fp4::ValueLayout::kTiles) {
+    ranges::check_multiple("fill_fp4 k (tiled values)", k, fp4::kStageK);
+    ranges::check_multiple("fill_fp4 n (tiled values)", n, fp4::kStageRows);
+  }
   if (layout == fp4::ScaleLayout::kTiled) {
     ranges::check_multiple("fill_fp4 k (tiled scales)", k, fp4::kTileK);
     ranges::check_multiple("fill_fp4 n (tiled scales)", n, fp4::kTileRows);

@@ -111,8 +111,17 @@ __device__ __forceinline__ void gemm_body(DecodeGemmParams const& p, DecodeLaunc
   constexpr int kStep = DecodePolicy::step_k(kF);
   constexpr int kLaneK = kStep / 4;     // k of one lane per row and stage
   constexpr int kChunks = kFp4 ? 4 : 1; // 16-byte activation chunks per lane and n8 tile
-  static_assert(kW == 1 || (kW == 2 && kValues == fp4::ValueLayout::kPacked),
-                "two warp-stages per stage are built into the packed-value kernel only");
+  static_assert(kW == 1 || (kW == 2 && fp4::packed_words(kValues)),
+                "two warp-stages per stage are built into the packed-value kernels only");
+  static_assert(kValues != fp4::ValueLayout::kTiles || kW == 2,
+                "tiled values are read by the wide kernel only");
+  // kTiles: a warp-stage's copies are one contiguous fp4::kStageBytes, copy (m, h) of it
+  // kCopyBytes further per 2 m + h; row-major values are row_bytes apart per row.
+  constexpr bool kTiles = kValues == fp4::ValueLayout::kTiles;
+  constexpr int kCopyBytes = 32 * 16;
+  static_assert(!kTiles ||
+                    (kFp4 && kStep == fp4::kStageK && DecodePolicy::kWarpRows == fp4::kStageRows),
+                "a warp-stage is a kTiles stage");
   constexpr int kSubU4 = decode::Stage<kF>::kU4; // one warp-stage's shared memory
   constexpr int kStageU4 = kW * kSubU4;
   constexpr int kAcc = kM * kNT * 4;
@@ -194,7 +203,10 @@ __device__ __forceinline__ void gemm_body(DecodeGemmParams const& p, DecodeLaunc
     won = nx_e >= 0 && rowbase < n;
     std::int64_t const row = static_cast<std::int64_t>(won ? nx_e : 0) * n + rowbase + g;
     int const k0 = kslice * kslice_len;
-    wsrc = values + row * row_bytes + k0 / 2 * kValueBytesPerK2 + 16 * q;
+    if constexpr (kTiles)
+      wsrc = values + fp4::value_chunk_offset(kValues, row - g, k0 / 32, p.gemm.k) + 16 * lane;
+    else
+      wsrc = values + row * row_bytes + k0 / 2 * kValueBytesPerK2 + 16 * q;
     if constexpr (kFp4) {
       // kW 2: lanes 16..31 copy the second warp-stage's scales, a tile further in k.
       ssrc =
@@ -216,7 +228,9 @@ __device__ __forceinline__ void gemm_body(DecodeGemmParams const& p, DecodeLaunc
       if (iss_step == 0 && iss_l > 0)
         begin_unit(iss_u);
       uint4* const st = stages + iss_stage * kStageU4;
-      constexpr int kSubBytes = (kStep / 2) * static_cast<int>(kValueBytesPerK2);
+      // Bytes from one warp-stage's copies to the next one's.
+      constexpr int kSubBytes =
+          kTiles ? fp4::kStageBytes : (kStep / 2) * static_cast<int>(kValueBytesPerK2);
       int const koff = iss_step * kW * kSubBytes;
       // kW 2: the second warp-stage of a unit's odd last stage reads nothing.
       bool const tail = odd && iss_step + 1 == spu;
@@ -227,7 +241,9 @@ __device__ __forceinline__ void gemm_body(DecodeGemmParams const& p, DecodeLaunc
 #pragma unroll
           for (int w = 0; w < kW; ++w)
             cp_async16_hint(st + w * kSubU4 + (2 * m + h) * 32 + lane,
-                            wsrc + (16 * m + 8 * h) * row_bytes + koff + w * kSubBytes,
+                            wsrc +
+                                (kTiles ? (2 * m + h) * kCopyBytes : (16 * m + 8 * h) * row_bytes) +
+                                koff + w * kSubBytes,
                             won && (w == 0 || !tail), policy);
       if constexpr (kFp4 && kScales == fp4::ScaleLayout::kTiled && kW == 2) {
         static_assert(2 * ScaleStaging::kTiledLanes == 32, "a lane per scale chunk of two stages");
@@ -432,7 +448,7 @@ __device__ __forceinline__ void gemm_body(DecodeGemmParams const& p, DecodeLaunc
             for (int h = 0; h < 2; ++h) {
               std::uint32_t const w = stw[(2 * m + h) * 128 + j];
               std::uint32_t const s = sc[m][h][j >> 1];
-              if constexpr (kValues == fp4::ValueLayout::kPacked) {
+              if constexpr (fp4::packed_words(kValues)) {
                 r[h][0] = decode::bf16x2_mul(fp4::packed_pair_bits<0>(w), s);
                 r[h][1] = decode::bf16x2_mul(fp4::packed_pair_bits<1>(w), s);
                 r[h][2] = decode::bf16x2_mul(fp4::packed_pair_bits<2>(w), s);
@@ -593,6 +609,16 @@ __global__ void __launch_bounds__(DecodePolicy::kThreads, 2)
                     fp4::ValueLayout::kPacked, DecodePolicy::kWideWidth>(p, launch, k);
 }
 
+/// DecodeGemmParams::value_layout kTiles (the `tiles` candidate): the wide kernel reading values
+/// whose warp-stages are contiguous (fp4::value_chunk_offset), each warp's stream one run of
+/// bytes; the same output bits.
+template <int kNT, bool kLean, int kS>
+__global__ void __launch_bounds__(DecodePolicy::kThreads, 2)
+    decode_gemm_tiles_kernel(DecodeGemmParams p, DecodeLaunch launch, PdlDevice k) {
+  decode::gemm_body<WeightFormat::kFp4, kNT, true, kS, fp4::ScaleLayout::kTiled, kLean,
+                    fp4::ValueLayout::kTiles, DecodePolicy::kWideWidth>(p, launch, k);
+}
+
 /// One 16-weight block per thread step: the seeded quantizer of core/fp4.hpp. Scales go where
 /// `layout` puts them in [experts * n][k], values as `vlayout` says; either may be null (the
 /// other only).
@@ -618,11 +644,15 @@ __global__ void fill_fp4_kernel(std::uint8_t* values, std::uint8_t* scales, floa
     uint2 words;
     words.x = v[0] | (v[1] << 8) | (v[2] << 16) | (static_cast<std::uint32_t>(v[3]) << 24);
     words.y = v[4] | (v[5] << 8) | (v[6] << 16) | (static_cast<std::uint32_t>(v[7]) << 24);
-    if (vlayout == fp4::ValueLayout::kPacked) {
+    if (fp4::packed_words(vlayout)) {
       words.x = fp4::pack_word(words.x);
       words.y = fp4::pack_word(words.y);
     }
-    reinterpret_cast<uint2*>(values)[b] = words;
+    // Block b is the first or second half of its row's chunk (b % row_blocks) / 2.
+    std::int64_t const in_row = b % row_blocks;
+    *reinterpret_cast<uint2*>(values +
+                              fp4::value_chunk_offset(vlayout, b / row_blocks, in_row / 2, k) +
+                              8 * (in_row % 2)) = words;
   }
 }
 

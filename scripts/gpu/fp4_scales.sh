@@ -5,7 +5,8 @@
 # tiled (scales in 16 x 128 tiles: the chain's default since 2026-12-05), packed (tiled scales
 # and each values word bit-permuted: fp4::pack_word; GEMMs launched with one warp-stage per
 # pipeline stage, --fp4-gemm single), wide (packed, and the GEMMs launched with two: --fp4-gemm
-# wide, the chain's default since 2026-12-05). Correctness first: test_chain_equivalence
+# wide, the chain's default since 2026-12-05), tiles (packed words in warp-stage tiles,
+# fp4::ValueLayout::kTiles, launched wide). Correctness first: test_chain_equivalence
 # (its fp4 case: the tiled and packed chains' buffers hash as the row-major chain's at tile 8 and
 # 16, T = 1, 4, 16, PDL on and off, and the output is within the reference's tolerance; and the
 # rest of the chain's gpu test). Then `sweep layer`, fp4 only, at tile FP4_SCALES_TILE (default
@@ -59,8 +60,9 @@ for phase in $phases; do
       tiled) flags=(--fp4-scales tiled --fp4-values nibbles) ;;
       packed) flags=(--fp4-scales tiled --fp4-values packed --fp4-gemm single) ;;
       wide) flags=(--fp4-scales tiled --fp4-values packed --fp4-gemm wide) ;;
+      tiles) flags=(--fp4-scales tiled --fp4-values tiles --fp4-gemm wide) ;;
       *)
-        say "unknown layout '$layout' in FP4_SCALES_RUNS (rowmajor, tiled, packed, wide)"
+        say "unknown layout '$layout' in FP4_SCALES_RUNS (rowmajor, tiled, packed, wide, tiles)"
         i=$((i + 1)) n=$((n - 1))
         continue
         ;;

@@ -27,9 +27,18 @@
 #                    equivalence` of the fp4 chain, the three seed shapes, T = 1, 2, 4, 8, 16,
 #                    seed-after and safe, 2,000 routings each (folder equivalence). Prebuilt
 #                    targets: moefin test_decode_gpu test_chain_kernels test_chain_equivalence.
+#   WIDE_PART=tiles  (not in all) the wide kernel on values whose warp-stages are contiguous
+#                    (fp4::ValueLayout::kTiles, the `tiles` candidate, the chain's default since
+#                    it was added): scripts/gpu/gemm_bw.sh with test_decode_gpu (the tiles kernels
+#                    bit for bit the row-major one) and `sweep gemm` of fp4 at two CTAs per SM,
+#                    tiles 8 and 16, T = 1, 2, 4, 8, 16, wide, tiles, wide+lean and tiles+lean in
+#                    the same interleaved rounds (folder gemm_tiles); then
+#                    scripts/gpu/fp4_scales.sh at tile 16: test_chain_equivalence (the tiles
+#                    chain hashes as the packed one), `sweep layer` A-B-A wide, tiles, wide, T = 1
+#                    timelines stamped (folder layer_tiles).
 # In $OUT, per part: wide_<part>.tar.gz (the part's folders: logs, test outputs, result files,
 # summaries) and wide_<part>_summary.txt; and wide_<WIDE_PART>_log.txt: 7 files for all.
-# Variables: WIDE_PART (gemm, layer, ncu, chain or all).
+# Variables: WIDE_PART (gemm, layer, ncu, chain, tiles or all).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 part=${WIDE_PART:-gemm}
@@ -98,8 +107,21 @@ run_part() {
     build-device/moefin equivalence --print "$out/equivalence/equivalence_fp4.h5" \
       > "$out/equivalence/summary.txt" 2>&1
     ;;
+  tiles)
+    dirs=(gemm_tiles layer_tiles)
+    say "gemm_bw.sh: fp4 splitk at two CTAs per SM, tiles 8 and 16, wide and tiles"
+    OUT=$out/gemm_tiles GEMM_BW_BUDGET_S=190 GEMM_BW_TILES=8,16 GEMM_BW_TOKENS=1,2,4,8,16 \
+      GEMM_BW_FORMATS=fp4 GEMM_BW_VARIANTS=splitk GEMM_BW_CTAS=2 \
+      GEMM_BW_CANDIDATES=wide,tiles,wide+lean,tiles+lean scripts/gpu/gemm_bw.sh >> "$log" 2>&1
+    say "gemm_bw.sh: exit $?"
+    say "fp4_scales.sh: tile 16, wide tiles wide, T = 1 stamped"
+    OUT=$out/layer_tiles FP4_SCALES_TILE=16 FP4_SCALES_RUNS="wide tiles wide" \
+      FP4_SCALES_STAMPS=1 FP4_SCALES_BUDGET_S=230 \
+      FP4_SCALES_RESERVE_S=50 scripts/gpu/fp4_scales.sh >> "$log" 2>&1
+    say "fp4_scales.sh: exit $?"
+    ;;
   *)
-    say "WIDE_PART '$1' is none of gemm, layer, ncu, chain, all"
+    say "WIDE_PART '$1' is none of gemm, layer, ncu, chain, tiles, all"
     exit 2
     ;;
   esac

@@ -73,6 +73,7 @@ if(MOEFIN_ENABLE_CUDA)
       --kernel decode_gemm_tscale_kernel=p:DecodeGemmParams,launch:DecodeLaunch,k:PdlDevice
       --kernel decode_gemm_wpack_kernel=p:DecodeGemmParams,launch:DecodeLaunch,k:PdlDevice
       --kernel decode_gemm_wide_kernel=p:DecodeGemmParams,launch:DecodeLaunch,k:PdlDevice
+      --kernel decode_gemm_tiles_kernel=p:DecodeGemmParams,launch:DecodeLaunch,k:PdlDevice
       --expand DecodeGemmParams.gemm=GroupedGemmParams
       --kernel activation_kernel=p:ActivationParams,k:PdlDevice
       --kernel 8finalize7kernels=p:FinalizeParams,k:FinalizeKnobs

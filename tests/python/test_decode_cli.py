@@ -28,6 +28,10 @@ USAGE = [
     (("sweep", "layer", "--fp4-gemm", "wide", "--fp4-values", "nibbles"), "--fp4-gemm wide"),
     (("sweep", "layer", "--fp4-gemm", "wide", "--fp4-scales", "rowmajor"), "--fp4-gemm wide"),
     (("sweep", "layer", "--fp4-gemm", "double"), "--fp4-gemm"),
+    (("sweep", "layer", "--fp4-values", "tiles", "--fp4-gemm", "single"), "--fp4-values tiles"),
+    (("sweep", "layer", "--fp4-values", "tiles", "--fp4-scales", "rowmajor"),
+     "--fp4-scales tiled"),
+    (("sweep", "gemm", "--candidates", "tiles+wide"), "--candidates"),
     (("sweep", "gemm", "--candidates", "cta2+wide+lean"), "--candidates"),
     (("sweep", "gemm", "--candidates", "wide+wpack"), "--candidates"),
 ]
@@ -45,12 +49,14 @@ def test_bad_flags_are_one_line_usage_errors(moefin, args, names):
 
 
 @pytest.mark.parametrize("flags", [("--fp4-scales", "rowmajor"), ("--fp4-values", "nibbles"),
-                                   ("--fp4-values", "packed"), ("--fp4-gemm", "wide"),
+                                   ("--fp4-values", "packed"), ("--fp4-values", "tiles"),
+                                   ("--fp4-gemm", "wide"),
                                    ("--fp4-gemm", "single"),
                                    ("--fp4-scales", "rowmajor", "--fp4-gemm", "single")])
 def test_layout_flags_are_accepted_and_leave_the_rows_alone(moefin, flags):
-    # (--fp4-gemm wide needs packed values, the default with tiled scales; single goes with any.)
-    # Unset, the values are packed with tiled scales and nibbles with row-major ones
+    # (--fp4-gemm wide needs packed or tiled values, the default with tiled scales; single goes
+    # with any but tiles, and alone takes packed values.)
+    # Unset, the values are tiles with tiled scales and nibbles with row-major ones
     # (fp4::chain_value_layout), so row-major scales alone are no error; the rows do not change.
     # The listing does not name the layout: which one runs is test_fp4's rule and, on a GPU,
     # test_chain_equivalence's default.

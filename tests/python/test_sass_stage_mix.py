@@ -107,6 +107,8 @@ def test_the_full_issue_bound():
         == "fp4 tile 16 wide lean"
     assert m.kernel_label("_ZN6moefin4gemm23decode_gemm_wide_kernelILi1ELb0ELi2EEEvNS0_16Decode") \
         == "fp4 tile 8 wide cta2"
+    assert m.kernel_label("_ZN6moefin4gemm24decode_gemm_tiles_kernelILi1ELb1ELi2EEEvNS0_16Decode") \
+        == "fp4 tile 8 tiles lean cta2"
     # The wide loop streams two warp-stages a turn: counts are per warp-stage, to the half.
     assert m.per_warp_stage(710, 2) == 355 and m.per_warp_stage(709, 2) == 354.5
     assert m.per_warp_stage(403, 1) == 403
@@ -156,13 +158,14 @@ def test_the_tool_on_this_tree_counts_each_kernel_s_stage(tmp_path):
                          "fp4 tile 8 tscale", "fp4 tile 16 tscale", "fp4 tile 8 tscale lean",
                          "fp4 tile 16 tscale lean", "fp4 tile 8 wpack", "fp4 tile 16 wpack",
                          "fp4 tile 8 wpack lean", "fp4 tile 16 wpack lean"} | {
-                             "fp4 tile %d wide%s%s" % (tile, lean, cta2) for tile in (8, 16)
+                             "fp4 tile %d %s%s%s" % (tile, kind, lean, cta2) for tile in (8, 16)
+                             for kind in ("wide", "tiles")
                              for lean in ("", " lean") for cta2 in ("", " cta2")}
     for label, r in rows.items():
         tiles = 1 if "tile 8" in label else 2
         loads_only = "loads-only" in label
         fp4 = label.startswith("fp4")
-        wide = "wide" in label
+        wide = "wide" in label or "tiles" in label
         assert float(r["HMMA"]) == (0 if loads_only else (16 if fp4 else 4) * tiles), label
         if fp4 and not loads_only:
             assert float(r["HMUL2"]) >= 64, label
@@ -185,3 +188,7 @@ def test_the_tool_on_this_tree_counts_each_kernel_s_stage(tmp_path):
             for cta2 in ("", " cta2"):
                 wide = rows["fp4 tile %d wide%s%s" % (tile, lean, cta2)]
                 assert float(wide["per stage"]) <= int(packed["per stage"]) - 32, (tile, lean)
+                # Tiled values: every copy of a warp-stage at an immediate offset from one
+                # address, so no more instructions than on row-major values.
+                tiles = rows["fp4 tile %d tiles%s%s" % (tile, lean, cta2)]
+                assert float(tiles["per stage"]) <= float(wide["per stage"]), (tile, lean, cta2)
