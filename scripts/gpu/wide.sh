@@ -35,7 +35,8 @@
 #                    the same interleaved rounds (folder gemm_tiles); then
 #                    scripts/gpu/fp4_scales.sh at tile 16: test_chain_equivalence (the tiles
 #                    chain hashes as the packed one), `sweep layer` A-B-A wide, tiles, wide, T = 1
-#                    timelines stamped (folder layer_tiles).
+#                    timelines stamped (folder layer_tiles); then scripts/gpu/gemm.sh's sanitize
+#                    phase (the PDL-knob case runs the tiles kernels too).
 # In $OUT, per part: wide_<part>.tar.gz (the part's folders: logs, test outputs, result files,
 # summaries) and wide_<part>_summary.txt; and wide_<WIDE_PART>_log.txt: 7 files for all.
 # Variables: WIDE_PART (gemm, layer, ncu, chain, tiles or all).
@@ -108,7 +109,7 @@ run_part() {
       > "$out/equivalence/summary.txt" 2>&1
     ;;
   tiles)
-    dirs=(gemm_tiles layer_tiles)
+    dirs=(gemm_tiles layer_tiles sanitize)
     say "gemm_bw.sh: fp4 splitk at two CTAs per SM, tiles 8 and 16, wide and tiles"
     OUT=$out/gemm_tiles GEMM_BW_BUDGET_S=190 GEMM_BW_TILES=8,16 GEMM_BW_TOKENS=1,2,4,8,16 \
       GEMM_BW_FORMATS=fp4 GEMM_BW_VARIANTS=splitk GEMM_BW_CTAS=2 \
@@ -119,6 +120,9 @@ run_part() {
       FP4_SCALES_STAMPS=1 FP4_SCALES_BUDGET_S=230 \
       FP4_SCALES_RESERVE_S=50 scripts/gpu/fp4_scales.sh >> "$log" 2>&1
     say "fp4_scales.sh: exit $?"
+    say "gemm.sh: sanitize"
+    OUT=$out/sanitize GEMM_PHASES=sanitize GEMM_BUDGET_S=150 scripts/gpu/gemm.sh >> "$log" 2>&1
+    say "gemm.sh: exit $?"
     ;;
   *)
     say "WIDE_PART '$1' is none of gemm, layer, ncu, chain, tiles, all"
