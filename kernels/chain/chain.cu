@@ -681,8 +681,12 @@ cudaGraphExec_t ChainRunner::Impl::graph(ChainConfig const& cfg, bool pdl, Graph
     gemm::validate(l0.gemm1);
     gemm::validate(l0.gemm2);
   } else {
-    gemm::validate(l0.decode1, gemm::Variant::kSplitK);
-    gemm::validate(l0.decode2, gemm::Variant::kSplitK);
+    // With the launch the GEMMs get (layer_launches: wide for fp4 weights only), which tiled
+    // values need.
+    gemm::DecodeOptions launch;
+    launch.wide = w->fp4() && wide_gemms(o, *w);
+    gemm::validate(l0.decode1, gemm::Variant::kSplitK, launch);
+    gemm::validate(l0.decode2, gemm::Variant::kSplitK, launch);
   }
   activation::validate(l0.act);
   cudaGraph_t g = nullptr;
