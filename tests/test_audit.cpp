@@ -236,6 +236,55 @@ BOOST_AUTO_TEST_CASE(operands_of_sass_are_read) {
   BOOST_TEST(audit::arch_number("sm_9x") == 0);
 }
 
+BOOST_AUTO_TEST_CASE(a_guard_copied_into_the_other_predicate_file_keeps_its_chain) {
+  // ptxas loads a pointer under a uniform predicate and adds to it under that predicate's copy
+  // in the vector file (@!UP2 ULDC.64, PLOP3.LUT P5 = UP2, @!P5 IADD3), in a uniform register
+  // that the loop's epilogue reuses for another parameter (decode_gemm_tiles_kernel<1, true,
+  // 2>: p.gemm.a's rows, p.gemm.c's stores). Both guards are one: the load derives from
+  // parameter 0 only. Copying another predicate (UP1) leaves UR20 either pointer: both.
+  std::string const sass = R"(	.target	sm_90
+//--------------------- .text.k --------------------------
+	.section	.text.k,"ax",@progbits
+        .other          k,@"STO_CUDA_ENTRY STV_DEFAULT"
+.text.k:
+        /*0000*/                   S2R R9, SR_TID.X ;
+        /*0010*/                   ULDC UR17, c[0x0][0x240] ;
+        /*0020*/                   ULDC.64 UR14, c[0x0][0x208] ;
+.L_x_0:
+        /*0030*/                   UISETP.NE.AND UP2, UPT, UR17, URZ, UPT ;
+        /*0040*/                   PLOP3.LUT P5, PT, PT, PT, UP2, 0x80, 0x0 ;
+        /*0050*/                   @!UP2 ULDC.64 UR20, c[0x0][0x210] ;
+        /*0060*/              @!P5 IADD3 R82, P3, R16, UR20, RZ ;
+        /*0070*/              @!P5 IADD3.X R83, R17, UR21, RZ, P3, !PT ;
+        /*0080*/                   LDG.E R0, desc[UR14][R82.64] ;
+        /*0090*/                   ULDC.64 UR20, c[0x0][0x220] ;
+        /*00a0*/                   IMAD.U32 R2, RZ, RZ, UR20 ;
+        /*00b0*/                   IMAD.U32 R3, RZ, RZ, UR21 ;
+        /*00c0*/                   STG.E desc[UR14][R2.64], R0 ;
+        /*00d0*/                   ISETP.NE.AND P0, PT, R9, RZ, PT ;
+        /*00e0*/               @P0 BRA `(.L_x_0) ;
+        /*00f0*/                   EXIT ;
+.L_x_1:
+        /*0100*/                   BRA `(.L_x_1);
+)";
+  auto params_of = [](std::string const& text, std::uint32_t addr) {
+    audit::SassModule const m = audit::parse_sass(text, "copied_guard.sass");
+    BOOST_TEST_REQUIRE(m.find("k") != nullptr);
+    audit::KernelFacts const f =
+        audit::analyze_kernel(m, *m.find("k"), audit::Environment{}, audit::AnalysisOptions{});
+    std::set<std::uint32_t> out;
+    for (auto const& x : f.accesses)
+      if (x.addr == addr)
+        out.insert(x.params.begin(), x.params.end());
+    return out;
+  };
+  BOOST_TEST((params_of(sass, 0x80) == std::set<std::uint32_t>{0x0}));
+  BOOST_TEST((params_of(sass, 0xc0) == std::set<std::uint32_t>{0x10}));
+  std::string other = sass;
+  other.replace(other.find("UP2, 0x80"), 3, "UP1");
+  BOOST_TEST((params_of(other, 0x80) == std::set<std::uint32_t>{0x0, 0x10}));
+}
+
 BOOST_AUTO_TEST_CASE(elf_attributes_read_from_the_bytes_match_cuobjdump,
                      *utf::precondition(ToolsPresent())) {
   auto const tools = audit::find_tools("", MOEFIN_SOURCE_DIR);
@@ -637,12 +686,12 @@ BOOST_AUTO_TEST_CASE(the_decode_gemm_flavours_agree_with_their_binaries,
         o.packed_values = packed;
         o.wide = wide;
         o.tiled_values = tiles;
-        // Both of the wide kernel's pipelines: 3 stages at one CTA per SM (tile 16), 2 at two
-        // (tile 8). The lean one at one CTA per SM, tile 16 (decode_gemm_wide_kernel<2, true,
-        // 3>, 52 bytes of spill, never launched by the chain) is audited at two instead: the
-        // audit attributes four of its activation loads to p.gemm.c, which the source only
-        // stores to (README, "Two warp-stages a stage").
-        o.ctas_per_sm = tile_m == 8 || o.lean ? 2 : 1;
+        // Both of the wide kernels' pipelines, lean or not: 3 stages at one CTA per SM (tile
+        // 16), 2 at two (tile 8). The lean ones load each unit's activation row from a p.gemm.a
+        // address that ptxas forms under a uniform predicate (@!UP2 ULDC.64) in a uniform
+        // register the epilogue reuses for p.gemm.c, and adds under a copy of that predicate
+        // (PLOP3.LUT P5 = UP2, then @!P5 IADD3): the audit reads both guards as one.
+        o.ctas_per_sm = tile_m == 8 ? 2 : 1;
         for (auto const& [planned, seen] : planned_and_seen(layer, o)) {
           for (auto const& d : audit::compare_plan(planned, seen))
             BOOST_ERROR(format << " tile " << tile_m << " " << chain::describe(cfg) << ": "

@@ -189,6 +189,24 @@ PredValue read_pred(Operand const& o, State const& s) {
 
 std::uint8_t pred_key(RegFile f, int reg, bool neg);
 
+/// Index of P0..P7, UP0..UP7 in State::same.
+std::size_t pred_index(RegFile f, int reg) {
+  return (f == RegFile::kUP ? 8u : 0u) + static_cast<std::size_t>(reg);
+}
+
+/// The key of the opposite sense (P3 <-> !P3).
+std::uint8_t flip_key(std::uint8_t k) {
+  return static_cast<std::uint8_t>(k > 16 ? k - 16 : k + 16);
+}
+
+/// The key of predicate `reg` (negated: `neg`) in `s`: the copied predicate's when it is a copy.
+std::uint8_t canonical_key(State const& s, RegFile f, int reg, bool neg) {
+  if (reg >= 0 && reg < kPT)
+    if (std::uint8_t const k = s.same[pred_index(f, reg)])
+      return neg ? flip_key(k) : k;
+  return pred_key(f, reg, neg);
+}
+
 void write_pred(Operand const& o, PredValue p, State& s) {
   if (!is_pred(o) || o.reg == kPT || o.reg < 0 || o.reg > 7)
     return;
@@ -196,6 +214,11 @@ void write_pred(Operand const& o, PredValue p, State& s) {
   // Values kept under this predicate no longer describe it.
   std::uint8_t const k1 = pred_key(o.file, o.reg, false), k2 = pred_key(o.file, o.reg, true);
   for (auto& k : s.key)
+    if (k == k1 || k == k2)
+      k = 0;
+  // Nor does it copy another predicate any more, and its copies no longer copy it.
+  s.same[pred_index(o.file, o.reg)] = 0;
+  for (auto& k : s.same)
     if (k == k1 || k == k2)
       k = 0;
 }
@@ -386,6 +409,11 @@ bool State::merge(State const& o) {
       changed = true;
     }
   }
+  for (std::size_t i = 0; i < same.size(); ++i)
+    if (same[i] != 0 && same[i] != o.same[i]) {
+      same[i] = 0;
+      changed = true;
+    }
   for (std::size_t i = 0; i < key.size(); ++i) {
     if (key[i] == 0)
       continue;
@@ -552,10 +580,11 @@ void clobber(Instr const& ins, State& s) {
       is(ins.op, "DMNMX"))
     width = 2;
   if (is(ins.op, "R2P") || is(ins.op, "R2UP")) {
-    auto& preds = is(ins.op, "R2P") ? s.p : s.up;
-    for (auto& p : preds)
-      p = pred_unknown();
-    preds[kPT] = PredValue::of(true);
+    Operand p;
+    p.kind = Operand::Kind::kReg;
+    p.file = is(ins.op, "R2P") ? RegFile::kP : RegFile::kUP;
+    for (p.reg = 0; p.reg < kPT; ++p.reg)
+      write_pred(p, pred_unknown(), s);
   }
   if (ins.has_mod("128"))
     width = 4;
@@ -623,10 +652,10 @@ PredValue branch_condition(Instr const& ins, State const& s) {
   return c;
 }
 
-std::uint8_t guard_key(Instr const& ins) {
+std::uint8_t guard_key(Instr const& ins, State const& s) {
   if (!ins.guarded())
     return 0;
-  return pred_key(ins.pred_file, ins.pred, ins.pred_neg);
+  return canonical_key(s, ins.pred_file, ins.pred, ins.pred_neg);
 }
 
 namespace {
@@ -635,7 +664,7 @@ void exec(Instr const& ins, Environment const& env, State& s);
 
 State guarded_view(Instr const& ins, State const& s) {
   State t = s;
-  std::uint8_t const gk = guard_key(ins);
+  std::uint8_t const gk = guard_key(ins, s);
   if (gk == 0)
     return t;
   for (std::size_t i = 0; i < t.key.size(); ++i)
@@ -656,7 +685,7 @@ void step(Instr const& ins, Environment const& env, State& s) {
   }
   // May execute. It reads the values its own guard's chain wrote; every register it changes
   // becomes the join of old and new, and keeps the new value under this guard.
-  std::uint8_t const gk = guard_key(ins);
+  std::uint8_t const gk = guard_key(ins, s);
   State t = guarded_view(ins, s);
   exec(ins, env, t);
   // The view before exec, read from `s` (guarded_view substitutes the chain's values and
@@ -689,6 +718,10 @@ void step(Instr const& ins, Environment const& env, State& s) {
       write_pred(o, join(s.up[i], t.up[i]), s);
     }
   }
+  // A copy holds after the instruction only if it holds whether or not the instruction ran.
+  for (std::size_t i = 0; i < s.same.size(); ++i)
+    if (s.same[i] != t.same[i])
+      s.same[i] = 0;
 }
 
 namespace {
@@ -1139,34 +1172,67 @@ void exec(Instr const& ins, Environment const& env, State& s) {
       clobber(ins, s);
       return;
     }
-    PredValue const a = read_pred(o[preds[2]], s), b = read_pred(o[preds[3]], s),
-                    c = read_pred(o[preds[4]], s);
+    std::array<PredValue, 3> const in = {read_pred(o[preds[2]], s), read_pred(o[preds[3]], s),
+                                         read_pred(o[preds[4]], s)};
     Value const l1 = val(src[0]), l2 = val(src[1]);
+    std::array<std::uint8_t, 2> copy{}; // the key of the predicate a result copies, or 0
     for (int d = 0; d < 2; ++d) {
       Value const& l = d == 0 ? l1 : l2;
       PredValue r = pred_unknown();
       if (l.is_const()) {
-        // The result is known if it is the same for every unknown input.
+        // The result is known if it is the same for every unknown input, and a copy of input j
+        // (or of its negation) if it equals it (its negation) for every unknown input.
+        auto fits = [](PredValue const& p, int v) {
+          return !p.known() || (p.kind == PredValue::kTrue) == (v == 1);
+        };
         int seen = -1;
         bool same = true;
-        for (int av = 0; av < 2 && same; ++av)
-          for (int bv = 0; bv < 2 && same; ++bv)
-            for (int cv = 0; cv < 2 && same; ++cv) {
-              auto fits = [](PredValue const& p, int v) {
-                return !p.known() || (p.kind == PredValue::kTrue) == (v == 1);
-              };
-              if (!fits(a, av) || !fits(b, bv) || !fits(c, cv))
-                continue;
-              int const bit = static_cast<int>((l.c >> ((av << 2) | (bv << 1) | cv)) & 1u);
-              if (seen < 0)
-                seen = bit;
-              else if (seen != bit)
-                same = false;
-            }
+        std::array<bool, 3> is_copy = {true, true, true}, is_neg = {true, true, true};
+        for (int v = 0; v < 8; ++v) {
+          int const bits[3] = {(v >> 2) & 1, (v >> 1) & 1, v & 1};
+          if (!fits(in[0], bits[0]) || !fits(in[1], bits[1]) || !fits(in[2], bits[2]))
+            continue;
+          int const bit = static_cast<int>((l.c >> v) & 1u);
+          if (seen < 0)
+            seen = bit;
+          else if (seen != bit)
+            same = false;
+          for (std::size_t j = 0; j < 3; ++j) {
+            is_copy[j] = is_copy[j] && bit == bits[j];
+            is_neg[j] = is_neg[j] && bit != bits[j];
+          }
+        }
         if (same && seen >= 0)
           r = PredValue::of(seen == 1);
+        else
+          for (std::size_t j = 0; j < 3; ++j) {
+            Operand const& x = o[preds[2 + j]];
+            if (in[j].known() || x.reg < 0 || x.reg >= kPT || !(is_copy[j] || is_neg[j]))
+              continue;
+            // The input as read is the register's value negated when x.neg.
+            r = is_copy[j] ? in[j] : negate(in[j]);
+            copy[static_cast<std::size_t>(d)] =
+                canonical_key(s, x.file, x.reg, x.neg != is_neg[j]);
+            break;
+          }
       }
       write_pred(o[preds[static_cast<std::size_t>(d)]], r, s);
+    }
+    // After both writes: a copy of a predicate this instruction overwrote copies nothing now.
+    for (std::size_t d = 0; d < 2; ++d) {
+      Operand const& dst = o[preds[d]];
+      std::uint8_t const k = copy[d];
+      if (k == 0 || dst.reg < 0 || dst.reg >= kPT)
+        continue;
+      bool clobbered = false;
+      for (std::size_t e = 0; e < 2; ++e) {
+        Operand const& w = o[preds[e]];
+        if (w.reg >= 0 && w.reg < kPT &&
+            (k == pred_key(w.file, w.reg, false) || k == pred_key(w.file, w.reg, true)))
+          clobbered = true;
+      }
+      if (!clobbered)
+        s.same[pred_index(dst.file, dst.reg)] = k;
     }
     return;
   }

@@ -103,7 +103,9 @@ struct Environment {
 /// Registers and predicates at one program point. A register last written by an instruction
 /// guarded by an undecided predicate also keeps the value it has when that predicate held
 /// (`cond`, under guard `key`): ptxas predicates whole chains (@!P0 LDC, @!P0 IMAD, @!P0 LDG),
-/// and the chain's own reads must see the chain's values.
+/// and the chain's own reads must see the chain's values. A chain may change predicate file
+/// half-way (@!UP2 ULDC, then @!P5 IADD3 after PLOP3.LUT P5 = UP2): a predicate that holds a
+/// copy of another (`same`) names the copied one in its guard key, so both halves share a key.
 struct State {
   std::array<Value, 256> r;
   std::array<Value, 64> ur;
@@ -111,13 +113,16 @@ struct State {
   std::array<PredValue, 8> up;
   std::array<std::uint8_t, 320> key{}; // 0: none; else guard_key() of the writing guard
   std::array<Value, 320> cond;
+  // [P0..P7, UP0..UP7]: 0, or the key of the predicate (and sense) this one is a copy of.
+  std::array<std::uint8_t, 16> same{};
   bool reached = false;
   static State entry();
   bool merge(State const& other); // join; true when this changed
 };
 
-/// The key of a guard (@P3, @!UP1) for State::key; 0 for none.
-std::uint8_t guard_key(Instr const& ins);
+/// The key of a guard (@P3, @!UP1) for State::key in `s`; 0 for none. A guard on a copy of a
+/// predicate has the copied predicate's key.
+std::uint8_t guard_key(Instr const& ins, State const& s);
 
 /// `s` as `ins` sees it when its guard holds (the guard chain's values substituted).
 State guarded_view(Instr const& ins, State const& s);
