@@ -29,16 +29,16 @@ struct MoefinLaunchOptions {
   // InputError for true with another GEMM implementation, or for lean without tiled scales.
   std::optional<bool> tiled_scales;
   bool lean = false;
-  // fp4 values packed (fp4::ValueLayout::kPacked, with tiled scales only):
+  // fp4 values as packed words (fp4::ValueLayout::kPacked or kTiles, with tiled scales only):
   // decode_gemm_wpack_kernel<tile_m / 8, lean>; false: the kernel of tiled_scales. Unset: as the
-  // chain launches it (fp4::chain_value_layout: packed where the scales are tiled). An
-  // InputError for true without tiled scales.
+  // chain launches it (fp4::chain_value_layout: packed words, in tiles, where the scales are
+  // tiled). An InputError for true without tiled scales.
   std::optional<bool> packed_values;
   // fp4 GEMMs launched wide (gemm::DecodeOptions::wide, with packed values only):
   // decode_gemm_wide_kernel<tile_m / 8, lean, stages> with the stages of
   // DecodePolicy::wide_stages(ctas_per_sm); false: the kernel of packed_values. Unset: as the chain
-  // launches it (fp4::chain_wide_gemms: wide where the values are packed). An InputError for true
-  // without packed values.
+  // launches it (fp4::chain_wide_gemms: wide where the values are packed words). An InputError
+  // for true without packed values.
   std::optional<bool> wide;
   // fp4 values in warp-stage tiles (fp4::ValueLayout::kTiles: packed words, read by the wide
   // launch only): decode_gemm_tiles_kernel<tile_m / 8, lean, stages>; false: the kernel of wide.
