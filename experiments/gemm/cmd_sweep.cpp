@@ -128,8 +128,9 @@ int sweep_gemm(cli::Args const& args) {
       "ks2, ks4, ks8 (forced split), cta2 (two CTAs per SM), deep (fp4: twice the stages in "
       "flight per warp), tscale (fp4 scales in 16 x 128 tiles, 16-byte copies), wpack (tscale "
       "and fp4 values bit-permuted: fewer instructions to dequantize), wide (wpack with two "
-      "warp-stages per pipeline stage), lean (with tscale, wpack or wide: leaner activation "
-      "loads), loads (no math, isolated only), "
+      "warp-stages per pipeline stage), tiles (wide on fp4 values whose warp-stages are "
+      "contiguous), lean (with tscale, wpack, wide or tiles: leaner activation loads), loads (no "
+      "math, isolated only), "
       "e.g. ks4,cta2+ks8; 'default' for kernels/gemm/decode_candidates.hpp's list; 'none'")(
       "read-floor", po::bool_switch(),
       "also time a plain streaming read of each launch's bytes (variant read, isolated): the "
