@@ -161,6 +161,14 @@ __global__ void swap_halves_kernel(std::uint16_t const* src, std::uint16_t* dst,
   }
 }
 
+/// The decode GEMM options of launch `d` beside its PDL knobs and grid: what the graph validates
+/// before its capture and launches inside it.
+gemm::DecodeOptions decode_options(LaunchDescriptor const& d) {
+  gemm::DecodeOptions o;
+  o.wide = d.wide;
+  return o;
+}
+
 /// RunnerOptions::wide_gemms, or unset the chain's rule for the weights' value layout (bf16
 /// weights: no fp4 GEMM, so it does not matter).
 bool wide_gemms(RunnerOptions const& o, LayerWeights const& w) {
@@ -612,10 +620,9 @@ void ChainRunner::Impl::enqueue_layer(std::vector<LaunchDescriptor> const& launc
           g.b = w->w1_gate_second();
         gemm::run(g, knobs, stream);
       } else if (d.impl == kDecodeGemmBf16 || d.impl == kDecodeGemmFp4) {
-        gemm::DecodeOptions o;
+        gemm::DecodeOptions o = decode_options(d);
         o.pdl = knobs;
         o.grid_ctas = gemm::chain_grid(device_sm_count(), knobs.ctas_per_sm);
-        o.wide = d.wide;
         gemm::run_decode(first ? l.decode1 : l.decode2, gemm::Variant::kSplitK, o, stream);
       } else {
         throw std::logic_error("chain: no launcher for GEMM implementation " + d.impl);
@@ -677,25 +684,25 @@ cudaGraphExec_t ChainRunner::Impl::graph(ChainConfig const& cfg, bool pdl, Graph
   routing::validate(l0.routing);
   permute::validate(l0.permute);
   LayerPlan const plan = make_layer_plan(cfg, finalize_variant(cfg), w->flavour());
+  bool const checked = kind == GraphKind::kChecked;
+  std::vector<LaunchDescriptor> const launches = layer_launches(
+      plan, RunFlags{pdl, o.ctas_per_sm, o.max_shared_carveout, checked, wide_gemms(o, *w)});
   if (plan.tiled_gemms()) {
     gemm::validate(l0.gemm1);
     gemm::validate(l0.gemm2);
   } else {
-    // With the launch the GEMMs get (layer_launches: wide for fp4 weights only), which tiled
-    // values need.
-    gemm::DecodeOptions launch;
-    launch.wide = w->fp4() && wide_gemms(o, *w);
-    gemm::validate(l0.decode1, gemm::Variant::kSplitK, launch);
-    gemm::validate(l0.decode2, gemm::Variant::kSplitK, launch);
+    // Each decode GEMM with the options it is launched with (decode_options: tiled values are
+    // read by the wide launch only).
+    for (LaunchDescriptor const& d : launches)
+      if (d.kernel == Kernel::kGemm1 || d.kernel == Kernel::kGemm2)
+        gemm::validate(d.kernel == Kernel::kGemm1 ? l0.decode1 : l0.decode2, gemm::Variant::kSplitK,
+                       decode_options(d));
   }
   activation::validate(l0.act);
   cudaGraph_t g = nullptr;
-  bool const checked = kind == GraphKind::kChecked;
   validate_released(plan, l0);
   if (plan.finalize->inside_gemm2)
     gemm::validate_fused(l0.gemm2, l0.fused);
-  std::vector<LaunchDescriptor> const launches = layer_launches(
-      plan, RunFlags{pdl, o.ctas_per_sm, o.max_shared_carveout, checked, wide_gemms(o, *w)});
   MOEFIN_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed));
   stamping = kind == GraphKind::kTimingStamped || (checked && o.stamps);
   try {
