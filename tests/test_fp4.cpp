@@ -151,10 +151,12 @@ BOOST_AUTO_TEST_CASE(packed_words_are_a_bit_permutation_that_the_gemm_undoes_in_
 BOOST_AUTO_TEST_CASE(value_layout_names_parse_back_and_nothing_else_does) {
   for (fp4::ValueLayout l :
        {fp4::ValueLayout::kNibbles, fp4::ValueLayout::kPacked, fp4::ValueLayout::kTiles}) {
+    BOOST_TEST(fp4::known_value_layout(l));
     auto const back = fp4::value_layout_from_name(fp4::value_layout_name(l));
     BOOST_TEST_REQUIRE(back.has_value());
     BOOST_TEST((*back == l));
   }
+  BOOST_TEST(!fp4::known_value_layout(static_cast<fp4::ValueLayout>(3)));
   for (char const* bad : {"", "?", "Packed", "nibble", "packed ", "tile"})
     BOOST_TEST(!fp4::value_layout_from_name(bad).has_value(), bad);
 }
@@ -610,25 +612,36 @@ BOOST_AUTO_TEST_CASE(the_reference_reads_tiled_scales_to_the_same_bits) {
   BOOST_CHECK_THROW(reference::decode_gemm(p), InputError);
 }
 
-BOOST_AUTO_TEST_CASE(the_reference_reads_packed_values_to_the_same_bits) {
-  Tiny t = random_tiny(6);
-  reference::GemmOracle o_nib, o_packed;
+namespace {
+
+/// The reference on `bytes` (t's values in `layout`) gives the bits and the exact sums it gives
+/// on t's nibbles; the same bytes read as `other` are another GEMM.
+void reads_to_the_nibbles_bits(Tiny& t, std::vector<std::uint8_t> const& bytes,
+                               fp4::ValueLayout layout, fp4::ValueLayout other) {
+  reference::GemmOracle o_nib, o_layout;
   reference::decode_gemm(t.params(gemm::WeightFormat::kFp4), &o_nib);
   std::vector<std::uint16_t> const c_nib = t.c;
+  auto p = t.params(gemm::WeightFormat::kFp4);
+  p.gemm.b = bytes.data();
+  p.value_layout = layout;
+  t.c.assign(t.c.size(), kBf16Poison);
+  reference::decode_gemm(p, &o_layout);
+  BOOST_TEST((t.c == c_nib));
+  BOOST_TEST(std::memcmp(o_nib.exact.data(), o_layout.exact.data(), o_nib.exact.size() * 8) == 0);
+  p.value_layout = other;
+  reference::decode_gemm(p);
+  BOOST_TEST((t.c != c_nib));
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(the_reference_reads_packed_values_to_the_same_bits) {
+  Tiny t = random_tiny(6);
   std::vector<std::uint8_t> packed(t.wq.size());
   fp4::pack_words(t.wq.data(), packed.data(), packed.size());
   BOOST_TEST((packed != t.wq)); // a real permutation
-  auto p = t.params(gemm::WeightFormat::kFp4);
-  p.gemm.b = packed.data();
-  p.value_layout = fp4::ValueLayout::kPacked;
-  t.c.assign(t.c.size(), kBf16Poison);
-  reference::decode_gemm(p, &o_packed);
-  BOOST_TEST((t.c == c_nib));
-  BOOST_TEST(std::memcmp(o_nib.exact.data(), o_packed.exact.data(), o_nib.exact.size() * 8) == 0);
   // The packed bytes read as nibbles are another GEMM.
-  p.value_layout = fp4::ValueLayout::kNibbles;
-  reference::decode_gemm(p);
-  BOOST_TEST((t.c != c_nib));
+  reads_to_the_nibbles_bits(t, packed, fp4::ValueLayout::kPacked, fp4::ValueLayout::kNibbles);
   // Packed values are fp4 only.
   auto q = t.params(gemm::WeightFormat::kBf16);
   q.value_layout = fp4::ValueLayout::kPacked;
@@ -638,24 +651,12 @@ BOOST_AUTO_TEST_CASE(the_reference_reads_packed_values_to_the_same_bits) {
 BOOST_AUTO_TEST_CASE(the_reference_reads_tiled_values_to_the_same_bits) {
   // n = 64, k = 256: two bands of 32 rows, two stages of 128 k.
   Tiny t = random_tiny(7, 64, 256);
-  reference::GemmOracle o_nib, o_tiles;
-  reference::decode_gemm(t.params(gemm::WeightFormat::kFp4), &o_nib);
-  std::vector<std::uint16_t> const c_nib = t.c;
   std::vector<std::uint8_t> packed(t.wq.size()), tiles(t.wq.size());
   fp4::pack_words(t.wq.data(), packed.data(), packed.size());
   fp4::tile_chunks(packed.data(), tiles.data(), t.n, t.k);
   BOOST_TEST((tiles != packed));
-  auto p = t.params(gemm::WeightFormat::kFp4);
-  p.gemm.b = tiles.data();
-  p.value_layout = fp4::ValueLayout::kTiles;
-  t.c.assign(t.c.size(), kBf16Poison);
-  reference::decode_gemm(p, &o_tiles);
-  BOOST_TEST((t.c == c_nib));
-  BOOST_TEST(std::memcmp(o_nib.exact.data(), o_tiles.exact.data(), o_nib.exact.size() * 8) == 0);
   // The tiled bytes read as packed row-major words are another GEMM.
-  p.value_layout = fp4::ValueLayout::kPacked;
-  reference::decode_gemm(p);
-  BOOST_TEST((t.c != c_nib));
+  reads_to_the_nibbles_bits(t, tiles, fp4::ValueLayout::kTiles, fp4::ValueLayout::kPacked);
   // Tiles need n a multiple of 32 (48 is not) and fp4 weights.
   Tiny u = random_tiny(8);
   auto r = u.params(gemm::WeightFormat::kFp4);

@@ -18,6 +18,11 @@ enum class ValueLayout : std::int32_t {
                 // (fp4::value_chunk_offset): every warp-stage's 2 KiB contiguous
 };
 
+/// Whether `l` is one of the layouts above (a cast integer need not be).
+constexpr bool known_value_layout(ValueLayout l) {
+  return l == ValueLayout::kNibbles || l == ValueLayout::kPacked || l == ValueLayout::kTiles;
+}
+
 inline char const* value_layout_name(ValueLayout l) {
   return l == ValueLayout::kNibbles  ? "nibbles"
          : l == ValueLayout::kPacked ? "packed"

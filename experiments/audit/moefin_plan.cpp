@@ -137,9 +137,9 @@ audit::Launches moefin_launches(chain::LayerPlan const& plan, MoefinLaunchOption
                                              o.wide.value_or(true));
   if (tiles && (!packed || !o.wide.value_or(true)))
     throw InputError("audit: tiled fp4 values are packed words read by the wide launch only");
-  bool const wide =
-      o.wide.value_or(tiles || fp4::chain_wide_gemms(packed ? fp4::ValueLayout::kPacked
-                                                            : fp4::ValueLayout::kNibbles));
+  // (Tiles are packed words, checked above, so the rule launches them wide too.)
+  bool const wide = o.wide.value_or(
+      fp4::chain_wide_gemms(packed ? fp4::ValueLayout::kPacked : fp4::ValueLayout::kNibbles));
   std::string const tiled_args =
       std::to_string(o.tile_m / 8) + ", " + (o.lean ? "true" : "false") +
       (wide ? ", " + std::to_string(gemm::DecodePolicy::wide_stages(o.ctas_per_sm)) : "") + ">";

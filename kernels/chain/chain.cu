@@ -67,8 +67,7 @@ LayerWeights::LayerWeights(LayerShape const& shape, std::uint64_t seed, std::str
                      " is neither row-major nor tiled");
   fp4::ValueLayout const value_layout =
       value_layout_or_default.value_or(fp4::chain_value_layout(scale_layout));
-  if (value_layout != fp4::ValueLayout::kNibbles && value_layout != fp4::ValueLayout::kPacked &&
-      value_layout != fp4::ValueLayout::kTiles)
+  if (!fp4::known_value_layout(value_layout))
     throw InputError("fp4 value layout " + std::to_string(static_cast<int>(value_layout)) +
                      " not one of nibbles, packed, tiles");
   if (fp4::packed_words(value_layout) && scale_layout != fp4::ScaleLayout::kTiled)

@@ -30,7 +30,7 @@ void validate(DecodeGemmParams const& p, Variant v, DecodeOptions const& o) {
       reject("scale layout tiled needs scales aligned to 16 bytes (16-byte copies)");
   }
   if (p.value_layout != fp4::ValueLayout::kNibbles) {
-    if (p.value_layout != fp4::ValueLayout::kPacked && p.value_layout != fp4::ValueLayout::kTiles)
+    if (!fp4::known_value_layout(p.value_layout))
       reject("unknown value layout " + std::to_string(static_cast<int>(p.value_layout)));
     if (p.scale_layout != fp4::ScaleLayout::kTiled)
       reject(std::string("value layout ") + fp4::value_layout_name(p.value_layout) +
@@ -182,8 +182,7 @@ void fill_fp4(void* values, void* scales, float* global, std::int64_t experts, s
   ranges::check_multiple("fill_fp4 k", k, fp4::kBlock);
   if (values == nullptr && scales == nullptr)
     throw InputError("fill_fp4: neither values nor scales to write");
-  if (values_layout != fp4::ValueLayout::kNibbles && values_layout != fp4::ValueLayout::kPacked &&
-      values_layout != fp4::ValueLayout::kTiles)
+  if (!fp4::known_value_layout(values_layout))
     throw InputError("fill_fp4: unknown value layout " +
                      std::to_string(static_cast<int>(values_layout)));
   if (values != nullptr && values_layout == fp4::ValueLayout::kTiles) {
