@@ -45,7 +45,7 @@ echo "$commit" > .deps/git_commit
 # building on the GPU machine. A dirty tree is built as it is now: do not edit it between this
 # and the device call. MOEFIN_PREBUILT_TARGETS="moefin test_decode_gpu ..." packs only those (each
 # test binary adds about 0.8 MB to the 9 MB of the full set; a call carries at most 64 MiB with
-# the tree, whose tracked files are over 55 MB): the call's MOEFIN_BUILD_TARGETS must be among them.
+# the tree, whose tracked files are about 51 MB): the call's MOEFIN_BUILD_TARGETS must be among them.
 rm -rf .deps/prebuilt .deps/prebuilt.tar.xz
 if [[ ${MOEFIN_PREBUILT:-0} == 1 ]]; then
   build=${MOEFIN_BUILD_DIR:-build}
