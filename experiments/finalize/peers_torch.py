@@ -146,6 +146,20 @@ class TableWriter:
 
 
 def git_commit():
+    """The commit the results are of: MOEFIN_GIT_COMMIT where set, else the GPU machine's record
+    (.deps/git_commit, written by scripts/device_prepare.sh, where scripts/device_build.sh has made
+    build-device: that machine's checkout may sit at another commit than the files it was sent),
+    else `git rev-parse`; "unknown" without any."""
+    env = os.environ.get("MOEFIN_GIT_COMMIT", "").strip()
+    if env:
+        return env
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    record = os.path.join(root, ".deps", "git_commit")
+    if os.path.isdir(os.path.join(root, "build-device")) and os.path.isfile(record):
+        with open(record, encoding="utf-8") as f:
+            text = f.read().strip()
+        if text:
+            return text
     try:
         out = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True,
                              text=True, timeout=10, cwd=os.path.dirname(os.path.abspath(__file__)))

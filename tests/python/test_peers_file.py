@@ -69,3 +69,23 @@ def test_peer_rows_are_read_by_moefin_as_extra_columns(moefin, tmp_path):
     again = peers.TableWriter(f, "finalize_sweep", "")
     assert again.has(peers.row_key(1024, 1, 8, "bf16", "c", "hot", "small_batch"))
     f.close()
+
+
+def test_git_commit_names_the_commit_the_results_are_of(monkeypatch, tmp_path):
+    # The environment names it outright (scripts/device_build.sh exports device_prepare's record).
+    monkeypatch.setenv("MOEFIN_GIT_COMMIT", "0123456789ab-dirty")
+    assert peers.git_commit() == "0123456789ab-dirty"
+    # Without it, on the GPU machine (build-device made), the record of .deps/git_commit wins over
+    # `git rev-parse`, whose checkout there may sit at another commit than the files sent.
+    monkeypatch.delenv("MOEFIN_GIT_COMMIT")
+    root = tmp_path / "tree"
+    script = root / "experiments" / "finalize" / "peers_torch.py"
+    script.parent.mkdir(parents=True)
+    script.write_text("")
+    (root / ".deps").mkdir()
+    (root / ".deps" / "git_commit").write_text("feedc0ffee12\n")
+    monkeypatch.setattr(peers, "__file__", str(script))
+    outside = peers.git_commit()
+    assert outside != "feedc0ffee12"  # no build-device: not the GPU machine, the record is ignored
+    (root / "build-device").mkdir()
+    assert peers.git_commit() == "feedc0ffee12"
