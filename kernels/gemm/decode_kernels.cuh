@@ -603,7 +603,8 @@ __global__ void __launch_bounds__(DecodePolicy::kThreads, 2)
 /// DecodePolicy::kWideWidth warp-stages per pipeline stage and kS stages
 /// (DecodePolicy::wide_stages; the same output bits, see gemm_body's kW).
 template <int kNT, bool kLean, int kS>
-__global__ void __launch_bounds__(DecodePolicy::kThreads, 2)
+__global__ void __launch_bounds__(DecodePolicy::kThreads,
+                                  kS == DecodePolicy::wide_stages(2) ? 2 : 1)
     decode_gemm_wide_kernel(DecodeGemmParams p, DecodeLaunch launch, PdlDevice k) {
   decode::gemm_body<WeightFormat::kFp4, kNT, true, kS, fp4::ScaleLayout::kTiled, kLean,
                     fp4::ValueLayout::kPacked, DecodePolicy::kWideWidth>(p, launch, k);
@@ -613,7 +614,8 @@ __global__ void __launch_bounds__(DecodePolicy::kThreads, 2)
 /// whose warp-stages are contiguous (fp4::value_chunk_offset), each warp's stream one run of
 /// bytes; the same output bits.
 template <int kNT, bool kLean, int kS>
-__global__ void __launch_bounds__(DecodePolicy::kThreads, 2)
+__global__ void __launch_bounds__(DecodePolicy::kThreads,
+                                  kS == DecodePolicy::wide_stages(2) ? 2 : 1)
     decode_gemm_tiles_kernel(DecodeGemmParams p, DecodeLaunch launch, PdlDevice k) {
   decode::gemm_body<WeightFormat::kFp4, kNT, true, kS, fp4::ScaleLayout::kTiled, kLean,
                     fp4::ValueLayout::kTiles, DecodePolicy::kWideWidth>(p, launch, k);

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The one-CTA wide and tiles kernels built without the two-CTA register cap (B) beside the
+# binaries of the tree (A), on the GPU machine from the repository root, A-B-A. The wide and
+# tiles kernels at one CTA per SM (DecodePolicy::wide_stages(1) stages: the chain's default
+# launch) were compiled with __launch_bounds__(256, 2), which caps them at 128 registers and made
+# ptxas spill 16-24 bytes at tile 16; B bounds them for one CTA (142-170 registers, no spill; the
+# two-CTA kernels are the same code in both). Carry: .deps/debs_rt, .deps/prebuilt.tar.xz,
+# .deps/git_commit (A, the tree's commit) and .deps/bounds.tar.xz (B: moefin, test_decode_gpu,
+# test_chain_equivalence and git_commit, built for sm_90 from the branch that changes the bounds).
+# Correctness first: B's test_decode_gpu (the wide and tiles kernels bit for bit the row-major
+# one) and test_chain_equivalence. Then `sweep gemm` of fp4 splitk at one CTA per SM, tiles 8 and
+# 16, T = 1, 4, 16, candidates tiles and tiles+lean, A, B, A (folders gemm_a1, gemm_b2, gemm_a3);
+# then `sweep layer` fp4 at tile 16 with the chain's defaults, T = 1, 4, 16, A, B, A
+# (layer_a1.h5, layer_b2.h5, layer_a3.h5). In $OUT: bounds_log.txt, bounds.tar.gz (everything),
+# bounds_summary.txt. Variables: BOUNDS_BUDGET_S (default 330) seconds after the build.
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 1
+out=${OUT:-out/bounds}
+budget=${BOUNDS_BUDGET_S:-330}
+phases="build test sweep"
+mkdir -p "$out/run"
+log=$out/bounds_log.txt
+: > "$log"
+tag=bounds
+# shellcheck source=scripts/gpu/phases.sh
+source scripts/gpu/phases.sh
+start_log
+build_phase "moefin test_decode_gpu test_chain_equivalence"
+bdir=.deps/bounds
+python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+  .deps/bounds.tar.xz "$bdir" || { say "no .deps/bounds.tar.xz"; exit 1; }
+a_commit=$(cat .deps/git_commit) b_commit=$(cat "$bdir/git_commit")
+say "A: build-device of $a_commit; B: $bdir of $b_commit"
+"$bdir/moefin" info > /dev/null 2>> "$log" || { say "B's moefin does not run here"; exit 1; }
+for t in test_decode_gpu test_chain_equivalence; do
+  say "test B: $t"
+  timeout 150 "$bdir/$t" > "$out/run/b_$t.txt" 2>&1
+  rc=$?
+  tail -2 "$out/run/b_$t.txt" | tee -a "$log"
+  say "test B $t: exit $rc"
+  ((rc == 0)) || { say "B fails its test: no timings"; pack_part run; exit 0; }
+done
+# A and B name their own commit in their files (built in).
+i=1
+for ab in a b a; do
+  if [[ $ab == a ]]; then exe=$bin; else exe=$bdir/moefin; fi
+  run "gemm-$ab$i" 30 $(((3 - i) * 50 + 150)) "$exe" sweep gemm \
+    --shapes top-8,top-16,top-22 --tokens 1,4,16 --gemms 1,2 --formats fp4 --variants splitk \
+    --modes pdl --candidates tiles,tiles+lean --tile-m 16 --check-tokens 1 --rounds 5 \
+    --out "$out/run/gemm_$ab$i.h5"
+  i=$((i + 1))
+done
+i=1
+for ab in a b a; do
+  if [[ $ab == a ]]; then exe=$bin; else exe=$bdir/moefin; fi
+  run "layer-$ab$i" 30 $(((3 - i) * 45)) "$exe" sweep layer \
+    --tokens 1,4,16 --weights-format fp4 --tile-m 16 --out "$out/run/layer_$ab$i.h5"
+  i=$((i + 1))
+done
+{
+  for f in "$out"/run/gemm_*.h5; do [[ -f $f ]] && { echo "== ${f##*/}"; "$bin" sweep gemm --print "$f"; }; done
+  for f in "$out"/run/layer_*.h5; do [[ -f $f ]] && { echo "== ${f##*/}"; "$bin" sweep layer --print "$f"; }; done
+} > "$out/run/summary.txt" 2>&1
+pack_part run
+say "finished"
