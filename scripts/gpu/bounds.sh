@@ -4,19 +4,20 @@
 # tiles kernels at one CTA per SM (DecodePolicy::wide_stages(1) stages: the chain's default
 # launch) were compiled with __launch_bounds__(256, 2), which caps them at 128 registers and made
 # ptxas spill 16-24 bytes at tile 16; B bounds them for one CTA (142-170 registers, no spill; the
-# two-CTA kernels are the same code in both). Carry: .deps/debs_rt, .deps/prebuilt.tar.xz,
-# .deps/git_commit (A, the tree's commit) and .deps/bounds.tar.xz (B: moefin, test_decode_gpu,
-# test_chain_equivalence and git_commit, built for sm_90 from the branch that changes the bounds).
+# two-CTA kernels are the same code in both). Carry: .deps/debs_rt, .deps/prebuilt.tar.xz (A's
+# prebuilt set of the tree's commit, .deps/git_commit, and in its folder bounds/ B's moefin,
+# test_decode_gpu, test_chain_equivalence and git_commit, built for sm_90 from the commit that
+# changes the bounds; one xz stream, since the two sets share most bytes), .deps/git_commit.
 # Correctness first: B's test_decode_gpu (the wide and tiles kernels bit for bit the row-major
-# one) and test_chain_equivalence. Then `sweep gemm` of fp4 splitk at one CTA per SM, tiles 8 and
-# 16, T = 1, 4, 16, candidates tiles and tiles+lean, A, B, A (folders gemm_a1, gemm_b2, gemm_a3);
+# one) and test_chain_equivalence. Then `sweep gemm` of fp4 splitk at one CTA per SM, tile 16,
+# T = 1, 4, 16, candidates tiles and tiles+lean, A, B, A (gemm_a1.h5, gemm_b2.h5, gemm_a3.h5);
 # then `sweep layer` fp4 at tile 16 with the chain's defaults, T = 1, 4, 16, A, B, A
 # (layer_a1.h5, layer_b2.h5, layer_a3.h5). In $OUT: bounds_log.txt, bounds.tar.gz (everything),
-# bounds_summary.txt. Variables: BOUNDS_BUDGET_S (default 330) seconds after the build.
+# bounds_summary.txt. Variables: BOUNDS_BUDGET_S (default 150) seconds after the build.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 out=${OUT:-out/bounds}
-budget=${BOUNDS_BUDGET_S:-330}
+budget=${BOUNDS_BUDGET_S:-150}
 phases="build test sweep"
 mkdir -p "$out/run"
 log=$out/bounds_log.txt
@@ -26,9 +27,8 @@ tag=bounds
 source scripts/gpu/phases.sh
 start_log
 build_phase "moefin test_decode_gpu test_chain_equivalence"
-bdir=.deps/bounds
-python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
-  .deps/bounds.tar.xz "$bdir" || { say "no .deps/bounds.tar.xz"; exit 1; }
+bdir=.deps/prebuilt/bounds
+[[ -x $bdir/moefin ]] || { say "no B binaries in $bdir (.deps/prebuilt.tar.xz's bounds/)"; exit 1; }
 a_commit=$(cat .deps/git_commit) b_commit=$(cat "$bdir/git_commit")
 say "A: build-device of $a_commit; B: $bdir of $b_commit"
 "$bdir/moefin" info > /dev/null 2>> "$log" || { say "B's moefin does not run here"; exit 1; }
@@ -44,7 +44,7 @@ done
 i=1
 for ab in a b a; do
   if [[ $ab == a ]]; then exe=$bin; else exe=$bdir/moefin; fi
-  run "gemm-$ab$i" 30 $(((3 - i) * 50 + 150)) "$exe" sweep gemm \
+  run "gemm-$ab$i" 15 $(((3 - i) * 15 + 75)) "$exe" sweep gemm \
     --shapes top-8,top-16,top-22 --tokens 1,4,16 --gemms 1,2 --formats fp4 --variants splitk \
     --modes pdl --candidates tiles,tiles+lean --tile-m 16 --check-tokens 1 --rounds 5 \
     --out "$out/run/gemm_$ab$i.h5"
@@ -53,7 +53,7 @@ done
 i=1
 for ab in a b a; do
   if [[ $ab == a ]]; then exe=$bin; else exe=$bdir/moefin; fi
-  run "layer-$ab$i" 30 $(((3 - i) * 45)) "$exe" sweep layer \
+  run "layer-$ab$i" 20 $(((3 - i) * 25)) "$exe" sweep layer \
     --tokens 1,4,16 --weights-format fp4 --tile-m 16 --out "$out/run/layer_$ab$i.h5"
   i=$((i + 1))
 done
