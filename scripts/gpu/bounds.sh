@@ -1,19 +1,23 @@
 #!/usr/bin/env bash
 # The one-CTA wide and tiles kernels built without the two-CTA register cap (B) beside the
 # binaries of the tree (A), on the GPU machine from the repository root, A-B-A. The wide and
-# tiles kernels at one CTA per SM (DecodePolicy::wide_stages(1) stages: the chain's default
-# launch) were compiled with __launch_bounds__(256, 2), which caps them at 128 registers and made
-# ptxas spill 16-24 bytes at tile 16; B bounds them for one CTA (142-170 registers, no spill; the
-# two-CTA kernels are the same code in both). Carry: .deps/debs_rt, .deps/prebuilt.tar.xz (A's
-# prebuilt set of the tree's commit, .deps/git_commit, and in its folder bounds/ B's moefin,
-# test_decode_gpu, test_chain_equivalence and git_commit, built for sm_90 from the commit that
-# changes the bounds; one xz stream, since the two sets share most bytes), .deps/git_commit.
+# tiles kernels of one CTA per SM (DecodePolicy::wide_stages(1) stages: `sweep gemm`'s wide and
+# tiles candidates without cta2, and the chains run with --ctas-per-sm 1) were compiled with
+# __launch_bounds__(256, 2), which capped them at 128 registers and made ptxas spill 16-24 bytes
+# at tile 16; B bounds them for one CTA (142-170 registers, no spill). The two-CTA kernels are
+# the same code in both. Carry: .deps/debs_rt, .deps/git_commit (A's commit) and
+# .deps/prebuilt.tar.xz: A's prebuilt set and, in its folder bounds/, B's moefin, test_decode_gpu,
+# test_chain_equivalence and git_commit, built for sm_90 at the commit that changed the bounds
+# (one xz stream: the two sets share most bytes).
 # Correctness first: B's test_decode_gpu (the wide and tiles kernels bit for bit the row-major
-# one) and test_chain_equivalence. Then `sweep gemm` of fp4 splitk at one CTA per SM, tile 16,
-# T = 1, 4, 16, candidates tiles and tiles+lean, A, B, A (gemm_a1.h5, gemm_b2.h5, gemm_a3.h5);
-# then `sweep layer` fp4 at tile 16 with the chain's defaults, T = 1, 4, 16, A, B, A
-# (layer_a1.h5, layer_b2.h5, layer_a3.h5). In $OUT: bounds_log.txt, bounds.tar.gz (everything),
-# bounds_summary.txt. Variables: BOUNDS_BUDGET_S (default 150) seconds after the build.
+# one, at one and two CTAs per SM) and test_chain_equivalence. Then `sweep gemm` of fp4 at one
+# CTA per SM, tile 16, T = 1, 2, 4, 8, 16, splitk and the candidates tiles and tiles+lean (splitk,
+# whose kernel B leaves as it was, is the control), A, B, A (gemm_a1.h5, gemm_b2.h5, gemm_a3.h5);
+# then `sweep layer` fp4 at tile 16, T = 1, 2, 4, 8, 16, at its defaults, two CTAs per SM (a
+# second control: the kernels B leaves as they were), A, B, A (layer_a1.h5, layer_b2.h5,
+# layer_a3.h5). In $OUT: bounds_log.txt, bounds_run.tar.gz (the folder run: the tests' outputs,
+# the six files, summary.txt), bounds_run_summary.txt. Variables: BOUNDS_BUDGET_S (default 150)
+# seconds after the build (the whole ran in 26 s on an H100).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 out=${OUT:-out/bounds}
@@ -38,14 +42,14 @@ for t in test_decode_gpu test_chain_equivalence; do
   rc=$?
   tail -2 "$out/run/b_$t.txt" | tee -a "$log"
   say "test B $t: exit $rc"
-  ((rc == 0)) || { say "B fails its test: no timings"; pack_part run; exit 0; }
+  ((rc == 0)) || { say "B fails its test: no timings"; pack_part run run; exit 0; }
 done
 # A and B name their own commit in their files (built in).
 i=1
 for ab in a b a; do
   if [[ $ab == a ]]; then exe=$bin; else exe=$bdir/moefin; fi
   run "gemm-$ab$i" 15 $(((3 - i) * 15 + 75)) "$exe" sweep gemm \
-    --shapes top-8,top-16,top-22 --tokens 1,4,16 --gemms 1,2 --formats fp4 --variants splitk \
+    --shapes top-8,top-16,top-22 --tokens 1,2,4,8,16 --gemms 1,2 --formats fp4 --variants splitk \
     --modes pdl --candidates tiles,tiles+lean --tile-m 16 --check-tokens 1 --rounds 5 \
     --out "$out/run/gemm_$ab$i.h5"
   i=$((i + 1))
@@ -54,12 +58,12 @@ i=1
 for ab in a b a; do
   if [[ $ab == a ]]; then exe=$bin; else exe=$bdir/moefin; fi
   run "layer-$ab$i" 20 $(((3 - i) * 25)) "$exe" sweep layer \
-    --tokens 1,4,16 --weights-format fp4 --tile-m 16 --out "$out/run/layer_$ab$i.h5"
+    --tokens 1,2,4,8,16 --weights-format fp4 --tile-m 16 --out "$out/run/layer_$ab$i.h5"
   i=$((i + 1))
 done
 {
   for f in "$out"/run/gemm_*.h5; do [[ -f $f ]] && { echo "== ${f##*/}"; "$bin" sweep gemm --print "$f"; }; done
   for f in "$out"/run/layer_*.h5; do [[ -f $f ]] && { echo "== ${f##*/}"; "$bin" sweep layer --print "$f"; }; done
 } > "$out/run/summary.txt" 2>&1
-pack_part run
+pack_part run run
 say "finished"
