@@ -602,6 +602,8 @@ __global__ void __launch_bounds__(DecodePolicy::kThreads, 2)
 /// DecodeOptions::wide (the `wide` candidate): the packed-value kernel with
 /// DecodePolicy::kWideWidth warp-stages per pipeline stage and kS stages
 /// (DecodePolicy::wide_stages; the same output bits, see gemm_body's kW).
+/// Bounded for the residency its kS is for: two CTAs per SM at wide_stages(2), else one (no
+/// 128-register cap: the one-CTA instances need no spill). The tiles kernel below likewise.
 template <int kNT, bool kLean, int kS>
 __global__ void __launch_bounds__(DecodePolicy::kThreads,
                                   kS == DecodePolicy::wide_stages(2) ? 2 : 1)

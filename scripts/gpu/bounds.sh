@@ -3,9 +3,9 @@
 # binaries of the tree (A), on the GPU machine from the repository root, A-B-A. The wide and
 # tiles kernels of one CTA per SM (DecodePolicy::wide_stages(1) stages: `sweep gemm`'s wide and
 # tiles candidates without cta2, and the chains run with --ctas-per-sm 1) were compiled with
-# __launch_bounds__(256, 2), which capped them at 128 registers and made ptxas spill 16-24 bytes
-# at tile 16; B bounds them for one CTA (142-170 registers, no spill). The two-CTA kernels are
-# the same code in both. Carry: .deps/debs_rt, .deps/git_commit (A's commit) and
+# __launch_bounds__(256, 2), which capped them at 128 registers and made ptxas spill 32-52 bytes
+# at tile 16 (stores plus loads); B bounds them for one CTA (142-170 registers, no spill). The
+# two-CTA kernels are the same code in both. Carry: .deps/debs_rt, .deps/git_commit (A's commit) and
 # .deps/prebuilt.tar.xz: A's prebuilt set and, in its folder bounds/, B's moefin, test_decode_gpu,
 # test_chain_equivalence and git_commit, built for sm_90 at the commit that changed the bounds
 # (one xz stream: the two sets share most bytes).
@@ -62,8 +62,11 @@ for ab in a b a; do
   i=$((i + 1))
 done
 {
-  for f in "$out"/run/gemm_*.h5; do [[ -f $f ]] && { echo "== ${f##*/}"; "$bin" sweep gemm --print "$f"; }; done
-  for f in "$out"/run/layer_*.h5; do [[ -f $f ]] && { echo "== ${f##*/}"; "$bin" sweep layer --print "$f"; }; done
+  for kind in gemm layer; do
+    for f in "$out"/run/${kind}_*.h5; do
+      [[ -f $f ]] && { echo "== ${f##*/}"; "$bin" sweep "$kind" --print "$f"; }
+    done
+  done
 } > "$out/run/summary.txt" 2>&1
 pack_part run run
 say "finished"
