@@ -602,11 +602,13 @@ __global__ void __launch_bounds__(DecodePolicy::kThreads, 2)
 /// DecodeOptions::wide (the `wide` candidate): the packed-value kernel with
 /// DecodePolicy::kWideWidth warp-stages per pipeline stage and kS stages
 /// (DecodePolicy::wide_stages; the same output bits, see gemm_body's kW).
-/// Bounded for the residency its kS is for: two CTAs per SM at wide_stages(2), else one (no
-/// 128-register cap: the one-CTA instances need no spill). The tiles kernel below likewise.
+/// Every instance, the one-CTA ones (kS = wide_stages(1)) too, is held to two CTAs' registers
+/// (128): the chain at --ctas-per-sm 1 counts on every kernel up to finalize being resident at
+/// once (gemm::chain_grid), counted with GEMM CTAs of 128 registers. Bounded for one CTA
+/// (142-170 registers, no spill), the race benchmark cell on fp4 went from 200/200 mismatching
+/// iterations to 0/200 on an H100 (README, "The one-CTA kernels"). The tiles kernel likewise.
 template <int kNT, bool kLean, int kS>
-__global__ void __launch_bounds__(DecodePolicy::kThreads,
-                                  kS == DecodePolicy::wide_stages(2) ? 2 : 1)
+__global__ void __launch_bounds__(DecodePolicy::kThreads, 2)
     decode_gemm_wide_kernel(DecodeGemmParams p, DecodeLaunch launch, PdlDevice k) {
   decode::gemm_body<WeightFormat::kFp4, kNT, true, kS, fp4::ScaleLayout::kTiled, kLean,
                     fp4::ValueLayout::kPacked, DecodePolicy::kWideWidth>(p, launch, k);
@@ -616,8 +618,7 @@ __global__ void __launch_bounds__(DecodePolicy::kThreads,
 /// whose warp-stages are contiguous (fp4::value_chunk_offset), each warp's stream one run of
 /// bytes; the same output bits.
 template <int kNT, bool kLean, int kS>
-__global__ void __launch_bounds__(DecodePolicy::kThreads,
-                                  kS == DecodePolicy::wide_stages(2) ? 2 : 1)
+__global__ void __launch_bounds__(DecodePolicy::kThreads, 2)
     decode_gemm_tiles_kernel(DecodeGemmParams p, DecodeLaunch launch, PdlDevice k) {
   decode::gemm_body<WeightFormat::kFp4, kNT, true, kS, fp4::ScaleLayout::kTiled, kLean,
                     fp4::ValueLayout::kTiles, DecodePolicy::kWideWidth>(p, launch, k);
