@@ -8,6 +8,7 @@
 
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -651,13 +652,38 @@ void read_every_attribute(File const& f) {
   }
 }
 
+/// Address space the attribute probe may add to what the process holds: a moefin file's
+/// attributes take a few KiB; a damaged variable-length string's length can ask for gigabytes.
+constexpr rlim_t kProbeMemory = rlim_t{1} << 30;
+
+/// Caps this process's address space at what it maps now plus kProbeMemory (the child of the
+/// probe only: the caller's own reads of large tables stay unbounded).
+void cap_probe_memory() {
+  std::ifstream statm("/proc/self/statm");
+  unsigned long long pages = 0;
+  if (!(statm >> pages))
+    return;
+  rlim_t const now = static_cast<rlim_t>(pages) * static_cast<rlim_t>(::sysconf(_SC_PAGESIZE));
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_AS, &lim) != 0)
+    return;
+  rlim_t const cap = now + kProbeMemory;
+  if (lim.rlim_max != RLIM_INFINITY && cap > lim.rlim_max)
+    return;
+  lim.rlim_cur = cap;
+  ::setrlimit(RLIMIT_AS, &lim);
+}
+
 /// libhdf5 1.10 trusts sizes it reads from a file: a damaged global heap (where variable-length
-/// strings live) makes H5Aread copy past its buffer and crash. So the attributes are read once
-/// in a child process first; if the child dies, the file is reported as damaged instead of
-/// taking this process down. The child's stderr is discarded (what it would print is the
-/// library's crash); a problem it reports in an orderly way is found again by the caller.
+/// strings live) makes H5Aread copy past its buffer and crash, or convert a string whose length
+/// field says gigabytes (one fuzzed file asked for 12 GiB, zeroed for a minute). So the
+/// attributes are read once in a child process first, its address space capped at kProbeMemory
+/// more than it starts with; if the child dies or runs out of that memory, the file is reported
+/// as damaged instead of taking this process down. The child's stderr is discarded (what it
+/// would print is the library's crash); a problem it reports in an orderly way is found again by
+/// the caller.
 void probe_metadata(std::string const& path) {
-  constexpr int kProbeOk = 0, kProbeFileError = 3;
+  constexpr int kProbeOk = 0, kProbeFileError = 3, kProbeNoMemory = 4;
   std::fflush(nullptr);
   pid_t const pid = ::fork();
   if (pid < 0)
@@ -666,15 +692,20 @@ void probe_metadata(std::string const& path) {
     int const null = ::open("/dev/null", O_WRONLY);
     if (null >= 0)
       ::dup2(null, 2);
+    cap_probe_memory();
     int code = kProbeOk;
+    errno = 0;
     try {
       hid_t const id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
       if (id >= 0) {
         File f(id, path);
         read_every_attribute(f);
       }
+    } catch (std::bad_alloc const&) {
+      code = kProbeNoMemory;
     } catch (...) {
-      code = kProbeFileError;
+      // The library's failed allocation leaves ENOMEM (malloc sets it; nothing after resets it).
+      code = errno == ENOMEM ? kProbeNoMemory : kProbeFileError;
     }
     ::_exit(code);
   }
@@ -685,6 +716,10 @@ void probe_metadata(std::string const& path) {
   if (WIFEXITED(status) &&
       (WEXITSTATUS(status) == kProbeOk || WEXITSTATUS(status) == kProbeFileError))
     return;
+  if (WIFEXITED(status) && WEXITSTATUS(status) == kProbeNoMemory)
+    throw FileError(path, "damaged: reading its attributes asks for more than " +
+                              std::to_string(kProbeMemory >> 20) +
+                              " MiB (a corrupt string length or heap)");
   throw FileError(path, "damaged: the HDF5 library crashes reading its attributes (a corrupt "
                         "heap or object header)");
 }
@@ -1042,7 +1077,7 @@ struct WriteState {
   bool whole = false;     // create(): written under `temp`, renamed by commit()
   bool overwrite = false; // create(): the rename may replace an existing file
   std::string temp;
-  int uncaught = 0; // std::uncaught_exceptions() when the writer was made
+  int uncaught = 0;     // std::uncaught_exceptions() when the writer was made
   bool resumed = false; // resume(): the file held rows of an earlier run
 };
 
