@@ -15,14 +15,23 @@
 # whose kernel B leaves as it was, is the control), A, B, A (gemm_a1.h5, gemm_b2.h5, gemm_a3.h5);
 # then `sweep layer` fp4 at tile 16, T = 1, 2, 4, 8, 16, at its defaults, two CTAs per SM (a
 # second control: the kernels B leaves as they were), A, B, A (layer_a1.h5, layer_b2.h5,
-# layer_a3.h5). In $OUT: bounds_log.txt, bounds_run.tar.gz (the folder run: the tests' outputs,
-# the six files, summary.txt), bounds_run_summary.txt. Variables: BOUNDS_BUDGET_S (default 150)
-# seconds after the build (the whole ran in 26 s on an H100).
+# layer_a3.h5). Phase race (not in the default): the chain's race benchmark cell on fp4 weights
+# (`moefin race --presets all-early --meta before --delay-ns 25000`, its default one CTA per SM,
+# which runs the one-CTA kernels), A, B, A, each with the cells' timelines (--stamps:
+# race_{a1,b2,a3}.h5). In $OUT: bounds_log.txt, bounds_run.tar.gz (the folder run: the tests'
+# outputs, the result files, summary.txt), bounds_run_summary.txt. Variables: BOUNDS_BUDGET_S
+# (default 150) seconds after the build (test and sweep ran in 26 s on an H100); BOUNDS_PHASES
+# (default "test sweep"; any of test, sweep, race).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 out=${OUT:-out/bounds}
 budget=${BOUNDS_BUDGET_S:-150}
-phases="build test sweep"
+phases="build ${BOUNDS_PHASES:-test sweep}"
+for ph in $phases; do
+  [[ " build test sweep race " == *" $ph "* ]] ||
+    { echo "bounds.sh: unknown phase '$ph' (BOUNDS_PHASES: test, sweep, race)" >&2; exit 2; }
+done
+has() { [[ " $phases " == *" $1 "* ]]; }
 mkdir -p "$out/run"
 log=$out/bounds_log.txt
 : > "$log"
@@ -37,6 +46,7 @@ a_commit=$(cat .deps/git_commit) b_commit=$(cat "$bdir/git_commit")
 say "A: build-device of $a_commit; B: $bdir of $b_commit"
 "$bdir/moefin" info > /dev/null 2>> "$log" || { say "B's moefin does not run here"; exit 1; }
 for t in test_decode_gpu test_chain_equivalence; do
+  has test || break
   say "test B: $t"
   timeout 150 "$bdir/$t" > "$out/run/b_$t.txt" 2>&1
   rc=$?
@@ -47,6 +57,15 @@ done
 # A and B name their own commit in their files (built in).
 i=1
 for ab in a b a; do
+  has race || break
+  if [[ $ab == a ]]; then exe=$bin; else exe=$bdir/moefin; fi
+  run "race-$ab$i" 10 0 "$exe" race --presets all-early --meta before --delay-ns 25000 \
+    --weights-format fp4 --stamps --out "$out/run/race_$ab$i.h5"
+  i=$((i + 1))
+done
+i=1
+for ab in a b a; do
+  has sweep || break
   if [[ $ab == a ]]; then exe=$bin; else exe=$bdir/moefin; fi
   run "gemm-$ab$i" 15 $(((3 - i) * 15 + 75)) "$exe" sweep gemm \
     --shapes top-8,top-16,top-22 --tokens 1,2,4,8,16 --gemms 1,2 --formats fp4 --variants splitk \
@@ -56,15 +75,18 @@ for ab in a b a; do
 done
 i=1
 for ab in a b a; do
+  has sweep || break
   if [[ $ab == a ]]; then exe=$bin; else exe=$bdir/moefin; fi
   run "layer-$ab$i" 20 $(((3 - i) * 25)) "$exe" sweep layer \
     --tokens 1,2,4,8,16 --weights-format fp4 --tile-m 16 --out "$out/run/layer_$ab$i.h5"
   i=$((i + 1))
 done
 {
-  for kind in gemm layer; do
+  for kind in race gemm layer; do
     for f in "$out"/run/${kind}_*.h5; do
-      [[ -f $f ]] && { echo "== ${f##*/}"; "$bin" sweep "$kind" --print "$f"; }
+      [[ -f $f ]] || continue
+      echo "== ${f##*/}"
+      if [[ $kind == race ]]; then "$bin" race --print "$f"; else "$bin" sweep "$kind" --print "$f"; fi
     done
   done
 } > "$out/run/summary.txt" 2>&1
