@@ -112,9 +112,10 @@ void check_benchmark_cell(LayerShape const& s, LayerWeights const& w) {
   BOOST_TEST_MESSAGE(s.name << " " << w.flavour().kernels[2].name << ": benchmark cell "
                             << x.mismatches << "/100 mismatches, " << x.stale_iterations
                             << " iterations with stale reads");
-  BOOST_TEST(x.mismatches >= 50, s.name);
-  BOOST_TEST(x.stale_iterations >= 50, s.name);
-  BOOST_TEST(x.first_buffer == static_cast<int>(Buffer::kOut), s.name);
+  BOOST_TEST(x.mismatches >= 50, s.name << ": " << x.mismatches << "/100 mismatches");
+  BOOST_TEST(x.stale_iterations >= 50, s.name << ": " << x.stale_iterations << "/100 stale");
+  BOOST_TEST(x.first_buffer == static_cast<int>(Buffer::kOut),
+             s.name << ": first mismatching buffer " << x.first_buffer);
   // The same cell with metadata read after the wait is race-free.
   cfg.metadata_before_wait = false;
   BOOST_TEST(series(r, cfg).mismatches == 0, s.name);
