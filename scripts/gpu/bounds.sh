@@ -54,33 +54,26 @@ for t in test_decode_gpu test_chain_equivalence; do
   say "test B $t: exit $rc"
   ((rc == 0)) || { say "B fails its test: no timings"; pack_part run run; exit 0; }
 done
-# A and B name their own commit in their files (built in).
-i=1
-for ab in a b a; do
-  has race || break
-  if [[ $ab == a ]]; then exe=$bin; else exe=$bdir/moefin; fi
-  run "race-$ab$i" 10 0 "$exe" race --presets all-early --meta before --delay-ns 25000 \
-    --weights-format fp4 --stamps --out "$out/run/race_$ab$i.h5"
-  i=$((i + 1))
-done
-i=1
-for ab in a b a; do
-  has sweep || break
-  if [[ $ab == a ]]; then exe=$bin; else exe=$bdir/moefin; fi
-  run "gemm-$ab$i" 15 $(((3 - i) * 15 + 75)) "$exe" sweep gemm \
-    --shapes top-8,top-16,top-22 --tokens 1,2,4,8,16 --gemms 1,2 --formats fp4 --variants splitk \
-    --modes pdl --candidates tiles,tiles+lean --tile-m 16 --check-tokens 1 --rounds 5 \
-    --out "$out/run/gemm_$ab$i.h5"
-  i=$((i + 1))
-done
-i=1
-for ab in a b a; do
-  has sweep || break
-  if [[ $ab == a ]]; then exe=$bin; else exe=$bdir/moefin; fi
-  run "layer-$ab$i" 20 $(((3 - i) * 25)) "$exe" sweep layer \
-    --tokens 1,2,4,8,16 --weights-format fp4 --tile-m 16 --out "$out/run/layer_$ab$i.h5"
-  i=$((i + 1))
-done
+# aba PHASE NAME NEED STEP BASE ARGS...: under PHASE, `moefin ARGS` with A's binary, B's, A's
+# again, into $out/run/NAME_{a1,b2,a3}.h5, run i leaving (3 - i) * STEP + BASE seconds for the
+# runs after it. A and B name their own commit in their files (built in).
+aba() {
+  local phase=$1 name=$2 need=$3 step=$4 base=$5 i=1 ab exe
+  shift 5
+  has "$phase" || return 0
+  for ab in a b a; do
+    if [[ $ab == a ]]; then exe=$bin; else exe=$bdir/moefin; fi
+    run "$name-$ab$i" "$need" $(((3 - i) * step + base)) "$exe" "$@" \
+      --out "$out/run/${name}_$ab$i.h5"
+    i=$((i + 1))
+  done
+}
+aba race race 10 0 0 race --presets all-early --meta before --delay-ns 25000 \
+  --weights-format fp4 --stamps
+aba sweep gemm 15 15 75 sweep gemm --shapes top-8,top-16,top-22 --tokens 1,2,4,8,16 --gemms 1,2 \
+  --formats fp4 --variants splitk --modes pdl --candidates tiles,tiles+lean --tile-m 16 \
+  --check-tokens 1 --rounds 5
+aba sweep layer 20 25 0 sweep layer --tokens 1,2,4,8,16 --weights-format fp4 --tile-m 16
 {
   for kind in race gemm layer; do
     for f in "$out"/run/${kind}_*.h5; do

@@ -169,7 +169,6 @@ def test_the_tool_on_this_tree_counts_each_kernel_s_stage(tmp_path):
     for label, r in rows.items():
         if "deep" not in label:
             assert int(r["regs"]) <= 128, (label, r["regs"])
-    for label, r in rows.items():
         tiles = 1 if "tile 8" in label else 2
         loads_only = "loads-only" in label
         fp4 = label.startswith("fp4")
