@@ -1,7 +1,7 @@
 """results/audit/released_audit.h5 (scripts/audit/released.sh): its structure and provenance, the
-chain's counts against the launches file, and, where the cubin wheel is installed (.deps by
-scripts/setup.sh, FLASHINFER_CUBIN_DIR or released.sh's cache), a fixed handful of its GEMM rows
-reproduced by auditing those cubins again."""
+chain's counts against the launches file, and, where the cubin wheel is installed
+(FLASHINFER_CUBIN_DIR, .deps by scripts/setup.sh, or released.sh's cache), a fixed handful of its
+GEMM rows reproduced by auditing those cubins again."""
 import json
 import os
 import pathlib
@@ -173,26 +173,28 @@ def test_compiled_released_kernels_cover_both_architectures(released):
 
 
 def cubin_dir():
-    """The batched-GEMM folder (cubins, include/trtllmGen_bmm_export/): where scripts/setup.sh
-    installs it (scripts/fetch_released.sh), else where FLASHINFER_CUBIN_DIR or released.sh's
-    cache unpacked the wheel."""
+    """The batched-GEMM folder (cubins, include/trtllmGen_bmm_export/): in an unpacked wheel that
+    FLASHINFER_CUBIN_DIR names, else where scripts/setup.sh installs it (scripts/fetch_released.sh),
+    else in released.sh's cache."""
+    def in_wheel(base):
+        found = sorted(pathlib.Path(base).glob("flashinfer_cubin/cubins/*/batched_gemm-*"))
+        return found[0] if found else None
+
+    if os.environ.get("FLASHINFER_CUBIN_DIR"):
+        return in_wheel(os.environ["FLASHINFER_CUBIN_DIR"])
     installed = ROOT / ".deps" / "flashinfer" / "cubin" / "batched_gemm"
     if (installed / "include" / "trtllmGen_bmm_export").is_dir():
         return installed
-    for base in filter(None, [os.environ.get("FLASHINFER_CUBIN_DIR"),
-                              str(pathlib.Path(os.environ.get("MOEFIN_CACHE_DIR", pathlib.Path.home()
-                                                              / ".cache" / "moefin"))
-                                  / "released" / "flashinfer_cubin-0.6.13")]):
-        found = sorted(pathlib.Path(base).glob("flashinfer_cubin/cubins/*/batched_gemm-*"))
-        if found:
-            return found[0]
-    return None
+    cache = pathlib.Path(os.environ.get("MOEFIN_CACHE_DIR",
+                                        pathlib.Path.home() / ".cache" / "moefin"))
+    return in_wheel(cache / "released" / "flashinfer_cubin-0.6.13")
 
 
 def test_a_handful_of_rows_reproduce_from_the_cubins(released, moefin, tmp_path):
     bmm = cubin_dir()
     if bmm is None:
-        pytest.skip("flashinfer-cubin 0.6.13 not installed (scripts/setup.sh installs it into .deps)")
+        pytest.skip("flashinfer-cubin 0.6.13 not found (in FLASHINFER_CUBIN_DIR if set, else in "
+                    ".deps, where scripts/setup.sh installs it)")
     layout = tmp_path / "bmm.json"
     header = bmm / "include" / "trtllmGen_bmm_export" / "KernelParamsDecl.h"
     nvcc = os.environ.get("CUDACXX") or shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
