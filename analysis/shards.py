@@ -16,6 +16,9 @@
         a merged sharded run (`moefin merge`): per shard its GPU, configurations, estimated and
         measured seconds (/merge_shards); the balance (slowest shard over the mean); with the
         run's wall time W and a single-GPU time S of the same grid, the speedup S / W.
+
+A missing, foreign or unreadable file, or one without the table asked for, is one line on
+stderr naming it, exit 2 (exit 1 is `same`'s "different").
 """
 import argparse
 import json
@@ -25,6 +28,19 @@ import h5py
 import numpy as np
 
 STORE_FIELDS = ("key", "sample_offset", "sample_count")
+
+
+class ShardsError(Exception):
+    """A file this tool cannot use: the message names it."""
+
+
+def _open(path):
+    try:
+        return h5py.File(path, "r")
+    except FileNotFoundError:
+        raise ShardsError(f"{path}: no such file") from None
+    except OSError as e:
+        raise ShardsError(f"{path}: cannot read it as an HDF5 result file ({e})") from None
 
 
 def _text(v):
@@ -37,9 +53,9 @@ def _text(v):
 
 def read_rows(path, table):
     """{key: {column: value}} of one table (store columns left out), and the root attributes."""
-    with h5py.File(path, "r") as f:
-        if table not in f or "table" not in f[table]:
-            raise SystemExit(f"{path}: no table /{table}")
+    with _open(path) as f:
+        if table not in f or not isinstance(f[table], h5py.Group) or "table" not in f[table]:
+            raise ShardsError(f"{path}: no table /{table}")
         rows = f[table]["table"][()]
         attrs = {k: _text(v) for k, v in f.attrs.items()}
     names = [n for n in rows.dtype.names if n not in STORE_FIELDS]
@@ -81,7 +97,7 @@ def _relative(values):
 
 def repeat_noise(path, table, metric):
     """|repeat/first - 1| statistics of /finalize_repeat against `table` in one file (or None)."""
-    with h5py.File(path, "r") as f:
+    with _open(path) as f:
         has = "finalize_repeat" in f and "table" in f["finalize_repeat"]
     if not has or table != "finalize_sweep":
         return None
@@ -102,7 +118,7 @@ def spread(a, b, table="finalize_sweep", metric="median_us"):
     keys = sorted(k for k in set(ra) & set(rb)
                   if ra[k][metric] > 0 and np.isfinite(ra[k][metric]) and np.isfinite(rb[k][metric]))
     if not keys:
-        raise SystemExit(f"{a}, {b}: no configuration of /{table} in both")
+        raise ShardsError(f"{a}, {b}: no configuration of /{table} in both")
     ratio = np.array([rb[k][metric] / ra[k][metric] for k in keys])
     worst = keys[int(np.argmax(np.abs(ratio - 1)))]
     gpu = lambda p: {n: p.get(n, "not recorded") for n in
@@ -203,6 +219,17 @@ def main(argv=None):
     r.add_argument("--single-s", type=float, help="the same grid's time on one GPU (s)")
     r.add_argument("--json", help="also write the numbers to this file")
     args = ap.parse_args(argv)
+    try:
+        return _run(args)
+    except ShardsError as e:
+        print(f"shards.py: error: {e}", file=sys.stderr)
+    except (KeyError, ValueError) as e:  # a table of the expected name with other columns
+        print(f"shards.py: error: a column or value this tool needs is missing or wrong: {e}",
+              file=sys.stderr)
+    return 2
+
+
+def _run(args):
     if args.what == "same":
         ok, text = same_rows(args.a, args.b, args.table,
                              args.axes.split(",") if args.axes else None)

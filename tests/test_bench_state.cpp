@@ -115,6 +115,13 @@ BOOST_AUTO_TEST_CASE(units_are_enumerated_in_a_stable_order_with_keys_from_their
   toy().list(os);
   BOOST_TEST(os.str().find("toy: 4 units, 10 rows, 2 skipped") != std::string::npos, os.str());
   BOOST_TEST(os.str().find("skip v=wide,H=1000,T=3: needs H % 16 == 0") != std::string::npos);
+  // A shard's list: only its units, counted against the whole.
+  std::ostringstream part;
+  toy().list(part, [](std::size_t i) { return i % 2 == 1; });
+  BOOST_TEST(part.str().find("toy: 2 of 4 units, 5 rows, 1 skipped") != std::string::npos,
+             part.str());
+  BOOST_TEST(part.str().find("[0] ") == std::string::npos, part.str());
+  BOOST_TEST(part.str().find("[3] ") != std::string::npos, part.str());
 }
 
 BOOST_AUTO_TEST_CASE(rows_get_their_axis_columns_statistics_and_paired_ratios) {

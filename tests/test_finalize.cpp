@@ -279,6 +279,9 @@ BOOST_AUTO_TEST_CASE(option_parsers_name_the_flag_and_the_allowed_values) {
   BOOST_TEST(contains(v, "--variants: 'fast' is not a finalize variant (scalar, small_batch"), v);
   BOOST_TEST(contains(input_error([] { fin::parse_variants("--variants", "deepseek_fp8", true); }),
                       "E4M3"));
+  // The finalize inside GEMM2 has no launch of its own: refused while parsing, not on the GPU.
+  auto const fused = input_error([] { fin::parse_variants("--variants", "scalar,fused"); });
+  BOOST_TEST(contains(fused, "--variants: 'fused' has no kernel of its own"), fused);
   auto const vs = fin::parse_variants("--variants", "small_batch_nosplit,scalar,scalar");
   BOOST_TEST(vs.size() == 2u); // duplicates collapse
   BOOST_TEST(vs[0].entry->name == "small_batch_nosplit");

@@ -135,10 +135,6 @@ int check_finalize(cli::Args const& args) {
   if (cases.empty())
     throw InputError("--routings: none of '" + routings + "' is available");
   bench::Benchmark const bench = check_benchmark(grid, cases, vlist, pad);
-  if (vm.count("list")) {
-    bench.list(std::cout);
-    return kExitOk;
-  }
   // The shard partition runs over the benchmark state's units (a shape and routing each, in
   // their stable order), priced by its cost estimates.
   std::vector<bench::Unit> const units = bench.enumerate();
@@ -150,6 +146,10 @@ int check_finalize(cli::Args const& args) {
                               ";tolerance=" + cli::to_text(tolerance));
   if (run.active())
     std::cout << run.summary() << "\n";
+  if (vm.count("list")) {
+    bench.list(std::cout, harness::listed_units(run));
+    return kExitOk;
+  }
 
 #ifndef MOEFIN_HAVE_CUDA
   throw DeviceError("check finalize: this moefin was built without CUDA");

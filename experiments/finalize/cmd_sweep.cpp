@@ -480,14 +480,12 @@ int sweep_finalize(cli::Args const& args) {
   fin::SweepPlan const plan =
       plan_of(c, fin::parse_grid(g), repeat_shapes, here.present ? here.l2_bytes : 0);
   bench::Benchmark const bench = sweep_benchmark(c, grid, plan);
-  if (vm.count("list")) {
-    bench.list(std::cout);
-    return kExitOk;
-  }
   std::vector<bench::Unit> const units = bench.enumerate();
+  bool const list = vm.count("list") != 0;
   fin::SweepEstimate const estimate = fin::estimate_sweep(plan);
-  std::cout << fin::estimate_text(plan, estimate);
-  if (estimate.empty()) {
+  if (!list)
+    std::cout << fin::estimate_text(plan, estimate);
+  if (estimate.empty() && !list) {
     std::string const why = "--modes " + modes + " --l2 " + l2 +
                             " selects nothing to measure (every cell is skipped: see the notes); "
                             "add --l2 hot or another mode";
@@ -513,6 +511,10 @@ int sweep_finalize(cli::Args const& args) {
   harness::ShardedRun run("sweep finalize", vm, std::move(planned), settings);
   if (run.active())
     std::cout << run.summary() << "\n";
+  if (list) {
+    bench.list(std::cout, harness::listed_units(run));
+    return kExitOk;
+  }
   if (vm.count("estimate"))
     return kExitOk;
 

@@ -108,6 +108,11 @@ std::vector<NamedVariant> parse_variants(std::string const& flag, std::string co
     Options const o = variant_options(n, flag);
     if (bf16_only && o.variant->fp8_output)
       throw InputError(flag + ": '" + n + "' writes E4M3 outputs; this experiment times bf16 ones");
+    if (o.variant->inside_gemm2)
+      throw InputError(flag + ": '" + n +
+                       "' has no kernel of its own: it runs inside GEMM2, in the layer chain only "
+                       "(e.g. sweep layer --finalize new," +
+                       n + " --weights-format bf16-tiled)");
     if (std::none_of(out.begin(), out.end(), [&](auto const& v) { return v.name == n; }))
       out.push_back({n, o.variant, o});
   }

@@ -151,8 +151,7 @@ int sweep_gemm(cli::Args const& args) {
     return kExitOk;
   if (vm.count("print")) {
     h5::ResultReader const reader(vm["print"].as<std::string>());
-    gemm_tables::print_gemm_tables(reader, std::cout);
-    gemm_tables::print_copy_fraction_tables(reader, std::cout);
+    std::cout << gemm_tables::gemm_print(reader);
     return kExitOk;
   }
   auto const shapes = chain::parse_shapes(vm["shapes"].as<std::string>(), "--shapes");

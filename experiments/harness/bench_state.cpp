@@ -2,6 +2,7 @@
 
 #include "core/stats.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -206,8 +207,13 @@ std::vector<Unit> Benchmark::enumerate() const {
   return out;
 }
 
-void Benchmark::list(std::ostream& os) const {
-  auto const units = enumerate();
+void Benchmark::list(std::ostream& os, std::function<bool(std::size_t)> const& mine) const {
+  auto units = enumerate();
+  std::size_t const all = units.size();
+  if (mine)
+    units.erase(
+        std::remove_if(units.begin(), units.end(), [&](Unit const& u) { return !mine(u.index); }),
+        units.end());
   double total = 0;
   std::size_t rows = 0, skipped = 0;
   for (auto const& u : units) {
@@ -215,9 +221,10 @@ void Benchmark::list(std::ostream& os) const {
     rows += u.rows.size();
     skipped += u.skipped.size();
   }
-  char head[160];
-  std::snprintf(head, sizeof(head), "%s: %zu units, %zu rows, %zu skipped; ~%.1f s estimated\n",
-                table_.c_str(), units.size(), rows, skipped, total);
+  std::string const of = mine ? " of " + std::to_string(all) : std::string();
+  char head[200];
+  std::snprintf(head, sizeof(head), "%s: %zu%s units, %zu rows, %zu skipped; ~%.1f s estimated\n",
+                table_.c_str(), units.size(), of.c_str(), rows, skipped, total);
   os << head;
   for (auto const& u : units) {
     char line[64];

@@ -157,8 +157,9 @@ public:
   std::vector<Unit> enumerate() const;
   std::string row_key(Config const& row) const;
 
-  /// Prints every unit (index, cost, key of each row) and every skipped row with its reason.
-  void list(std::ostream& os) const;
+  /// Prints every unit (index, cost, key of each row) and every skipped row with its reason;
+  /// with `mine` (a sharded run) only the units it accepts, the head counting them of the whole.
+  void list(std::ostream& os, std::function<bool(std::size_t)> const& mine = {}) const;
 
   /// Measures every unit the file lacks rows of, in order, into `file`; progress on stderr.
   RunResult run(h5::ResultWriter& file, RunOptions const& o, Body const& body) const;

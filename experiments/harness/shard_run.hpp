@@ -11,6 +11,7 @@
 #include "core/h5store.hpp"
 #include "core/shard.hpp"
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,6 +26,10 @@ struct PlannedConfig {
 
 /// Declares `--shard I/N|env`.
 void add_shard_option(cli::po::options_description& desc);
+
+class ShardedRun;
+/// What `--list` shows of a run: the units of its shard, or all (an empty function) unsharded.
+std::function<bool(std::size_t)> listed_units(ShardedRun const& run);
 
 class ShardedRun {
 public:

@@ -8,6 +8,8 @@
 #include "core/pdl/simulator.hpp"
 #include "experiments/commands.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -59,6 +61,24 @@ void print_bound(pdl::WitnessBound const& b) {
   }
 }
 
+/// The --timeline file, checked before the run: a name, not there yet, whose nearest existing
+/// folder can be written (the missing ones are made when the file is written). InputError,
+/// exit 2: exit 1 means a hazard.
+void check_timeline_path(std::string const& out) {
+  namespace fs = std::filesystem;
+  if (out.empty())
+    throw InputError("--timeline: empty file name");
+  std::error_code ec;
+  if (fs::exists(out, ec))
+    throw InputError("--timeline: " + out + " exists; refusing to overwrite it");
+  fs::path dir = fs::absolute(fs::path(out), ec).parent_path();
+  while (!dir.empty() && !fs::exists(dir, ec) && dir != dir.root_path())
+    dir = dir.parent_path();
+  if (!fs::is_directory(dir, ec) || ::access(dir.c_str(), W_OK) != 0)
+    throw InputError("--timeline: cannot write " + out + " (" + dir.string() +
+                     " is not a writable folder)");
+}
+
 } // namespace
 
 int simulate(cli::Args const& args) {
@@ -93,9 +113,11 @@ int simulate(cli::Args const& args) {
   int const witnesses = vm["witnesses"].as<int>();
   cli::check_range("--witnesses", witnesses, 0, 1000);
   std::int64_t const tl_schedule = vm["timeline-schedule"].as<std::int64_t>();
-  if (vm.count("timeline") && std::filesystem::exists(vm["timeline"].as<std::string>()))
-    throw InputError("--timeline: " + vm["timeline"].as<std::string>() +
-                     " exists; refusing to overwrite it");
+  if (tl_schedule < -1)
+    throw InputError("--timeline-schedule: value " + std::to_string(tl_schedule) +
+                     " out of range [0, schedules - 1] (or -1: the first witness)");
+  if (vm.count("timeline"))
+    check_timeline_path(vm["timeline"].as<std::string>());
 
   pdl::Chain const c = pdl::load_chain(path); // a malformed file is an InputError: exit 2
   if (o.schedules == 0) {
@@ -106,6 +128,8 @@ int simulate(cli::Args const& args) {
     // Free schedules are cheap and explore timings the pivot schedules do not.
     o.schedules = std::max<std::int64_t>(bound, kMinAutoSchedules);
   }
+  if (vm.count("timeline") && tl_schedule >= 0) // before the run, not after it
+    cli::check_range<std::int64_t>("--timeline-schedule", tl_schedule, 0, o.schedules - 1);
   auto const t0 = std::chrono::steady_clock::now();
   o.progress = [t0](std::int64_t done, std::int64_t total) {
     if (total < 200000)
@@ -150,7 +174,12 @@ int simulate(cli::Args const& args) {
     cli::check_range<std::int64_t>("--timeline-schedule", which, 0, rep.schedules - 1);
     sim.run(o.seed, which, &s);
     std::string const out = vm["timeline"].as<std::string>();
-    pdl::write_timeline(out, "/timeline", c, s, o.seed);
+    // Exit 1 means a hazard here, so an output that cannot be written is bad input (exit 2).
+    try {
+      pdl::write_timeline(out, "/timeline", c, s, o.seed);
+    } catch (std::exception const& e) {
+      throw InputError("--timeline: " + std::string(e.what()));
+    }
     std::cout << "wrote schedule " << which << " as a timeline to " << out << " (/timeline)\n";
   }
   return rep.hazards.empty() ? kExitOk : kExitFailure;

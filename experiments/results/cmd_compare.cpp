@@ -36,7 +36,8 @@ char const* const kAbout =
     "ctas_per_sm, launch) are refused, or shown beside each other without verdicts with\n"
     "--side-by-side; they are never pooled.\n"
     "Exit status: 0 no configuration slower beyond the threshold; 1 some slower, or a bad file\n"
-    "(one line naming it); 2 bad usage, or files of different conditions without --side-by-side.";
+    "(one line naming it); 2 bad usage, files of different conditions without --side-by-side, or\n"
+    "files without a configuration in common (nothing compared).";
 
 std::vector<std::string> split_list(std::string const& text) {
   std::vector<std::string> out;
@@ -118,6 +119,16 @@ int compare(cli::Args const& args) {
       log << "not compared: " << n << "\n";
     if (!out.empty())
       log << "wrote " << out << " (" << format << ")\n";
+  }
+  // A gate that compared nothing must not pass: two files without a configuration in common
+  // (another experiment, or a table missing from one of them) are an error, not "none slower".
+  if (r.matched() == 0) {
+    std::string why;
+    for (auto const& n : r.not_compared)
+      why += (why.empty() ? " (" : "; ") + n;
+    std::cerr << "moefin: error: compare: no configuration is in both files, nothing was compared"
+              << (why.empty() ? std::string() : why + ")") << "\n";
+    return kExitUsage;
   }
   std::size_t const slower = r.slower();
   std::ostream& verdict = format == "md" || !out.empty() ? std::cout : std::cerr;

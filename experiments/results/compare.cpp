@@ -59,6 +59,13 @@ std::map<Verdict, std::size_t> TableResult::counts() const {
   return c;
 }
 
+std::size_t Result::matched() const {
+  std::size_t n = 0;
+  for (auto const& t : tables)
+    n += t.rows.size();
+  return n;
+}
+
 std::size_t Result::slower() const {
   std::size_t n = 0;
   for (auto const& t : tables)
@@ -539,8 +546,9 @@ void write_markdown(Result const& r, bool changed_only, std::ostream& os) {
       os << "- " << n << "\n";
     os << "\n";
   }
-  os << (r.judged() ? std::to_string(r.slower()) + " configuration(s) slower beyond the threshold"
-                    : std::string("not judged: different conditions"))
+  os << (r.matched() == 0 ? std::string("nothing compared: no configuration is in both files")
+         : r.judged() ? std::to_string(r.slower()) + " configuration(s) slower beyond the threshold"
+                      : std::string("not judged: different conditions"))
      << "\n";
 }
 

@@ -71,6 +71,7 @@ struct Result {
   std::vector<std::string> not_compared; // "/group: why"
   bool judged() const { return condition_differences.empty(); }
   std::size_t slower() const;
+  std::size_t matched() const; // configurations in both files, over every table
 };
 
 /// "attr: A vs B" for every condition attribute the two provenances disagree on.

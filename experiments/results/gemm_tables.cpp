@@ -1,10 +1,13 @@
 #include "experiments/results/gemm_tables.hpp"
 
+#include "core/ops/errors.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
 #include <ostream>
+#include <sstream>
 #include <string>
 #include <tuple>
 
@@ -262,6 +265,31 @@ void print_routing_tables(h5::ResultReader const& file, std::ostream& os) {
          << " bf16 step(s), bitwise block: " << (c.ints.at("bitwise_block")[i] ? "yes" : "no")
          << "  " << (c.ints.at("pass")[i] ? "pass" : "FAIL") << "\n";
   }
+}
+
+namespace {
+
+void require(h5::ResultReader const& file, std::string const& group, char const* command) {
+  if (!file.has_group(group))
+    throw FileError(file.path(),
+                    "no table for experiment '" + group + "' (not a file of " + command + ")");
+}
+
+} // namespace
+
+std::string gemm_print(h5::ResultReader const& file) {
+  require(file, "gemm_sweep", "sweep gemm");
+  std::ostringstream os;
+  print_gemm_tables(file, os);
+  print_copy_fraction_tables(file, os);
+  return os.str();
+}
+
+std::string routing_print(h5::ResultReader const& file) {
+  require(file, "routing_sweep", "sweep routing");
+  std::ostringstream os;
+  print_routing_tables(file, os);
+  return os.str();
 }
 
 } // namespace moefin::gemm_tables

@@ -37,4 +37,10 @@ void print_copy_fraction_tables(h5::ResultReader const& file, std::ostream& os);
 /// Per (shape, T): time of every routing implementation, and the check rows.
 void print_routing_tables(h5::ResultReader const& file, std::ostream& os);
 
+/// What `sweep gemm --print` and `sweep routing --print` show, rendered whole before anything is
+/// printed; a FileError naming the file when it holds no /gemm_sweep (/routing_sweep), or a table
+/// of it lacks a column.
+std::string gemm_print(h5::ResultReader const& file);
+std::string routing_print(h5::ResultReader const& file);
+
 } // namespace moefin::gemm_tables

@@ -61,7 +61,7 @@ int sweep_routing(cli::Args const& args) {
     return kExitOk;
   if (vm.count("print")) {
     h5::ResultReader const reader(vm["print"].as<std::string>());
-    gemm_tables::print_routing_tables(reader, std::cout);
+    std::cout << gemm_tables::routing_print(reader);
     return kExitOk;
   }
   auto const shapes = chain::parse_shapes(vm["shapes"].as<std::string>(), "--shapes");

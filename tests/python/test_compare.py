@@ -175,6 +175,15 @@ def test_unmatched_configurations_and_bad_input(moefin, base, tmp_path):
     assert proc.returncode == 2 and "usage: moefin compare" in proc.stderr
     proc = run(moefin, "compare", base, base, "--table", "nope", check=False)
     assert proc.returncode == 2 and "neither file holds /nope" in proc.stderr
+    # Files without a configuration in common: a gate that compared nothing does not pass.
+    probe = ROOT / "data" / "h200" / "h200_pdl_probe.h5"
+    for fmt in ("md", "csv"):
+        proc = run(moefin, "compare", base, probe, "--format", fmt, check=False)
+        assert proc.returncode == 2, (fmt, proc.stdout, proc.stderr)
+        assert "no configuration is in both files, nothing was compared" in proc.stderr
+        assert "/pdl_probe: only in new" in proc.stderr
+        # the Markdown report's last line says so instead of "0 ... slower"
+        assert ("nothing compared" in proc.stdout) == (fmt == "md"), proc.stdout[-200:]
     assert pathlib.Path(base).is_file()
 
 

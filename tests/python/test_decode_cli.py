@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from conftest import run
+from conftest import ROOT, run
 
 USAGE = [
     (("sweep", "gemm", "--tokens", "0"), "--tokens"),
@@ -68,11 +68,16 @@ def test_layout_flags_are_accepted_and_leave_the_rows_alone(moefin, flags):
 def test_unreadable_result_files_are_file_errors(moefin, tmp_path, command):
     junk = tmp_path / "junk.h5"
     junk.write_text("not hdf5")
-    for path, what in [(tmp_path / "missing.h5", "cannot open"), (junk, "not an HDF5 file")]:
+    # Another experiment's file (the finalize sweep has a /copy_bandwidth of other columns):
+    # refused whole, no half-printed table before the error.
+    other = ROOT / "data" / "h200" / "h200_finalize_sweep.h5"
+    for path, what in [(tmp_path / "missing.h5", "cannot open"), (junk, "not an HDF5 file"),
+                       (other, f"no table for experiment '{command}_sweep'")]:
         proc = run(moefin, "sweep", command, "--print", path, check=False)
         assert proc.returncode == 1, proc.stderr
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and str(path) in lines[0] and what in lines[0], proc.stderr
+        assert proc.stdout == "", proc.stdout
 
 
 def test_the_estimate_counts_the_selected_configurations(moefin):

@@ -43,3 +43,30 @@ def test_simulate_refuses_to_overwrite_a_timeline(moefin, tmp_path):
     assert proc.returncode == 2
     assert "refusing to overwrite" in proc.stderr
     assert path.read_text() == "keep me"
+
+
+def test_a_timeline_that_cannot_be_written_is_bad_input_before_the_run(moefin, tmp_path):
+    """Exit 1 means a hazard: an unwritable --timeline or an out-of-range schedule is exit 2,
+    said before the schedules run (nothing printed on stdout), not after."""
+    chain = ROOT / "data" / "chains" / "seed_after.json"
+    blocker = tmp_path / "a_file"
+    blocker.write_text("x")
+    cases = [
+        (["--timeline", ""], "--timeline: empty file name"),
+        (["--timeline", blocker / "tl.h5"], "is not a writable folder"),
+        (["--timeline", tmp_path / "tl.h5", "--timeline-schedule", "100"],
+         "--timeline-schedule: value 100 out of range [0, 99]"),
+        (["--timeline", tmp_path / "tl.h5", "--timeline-schedule", "-2"],
+         "--timeline-schedule: value -2 out of range"),
+    ]
+    for args, message in cases:
+        proc = run(moefin, "simulate", chain, "--schedules", "100", *args, check=False)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert message in proc.stderr, (args, proc.stderr)
+        assert proc.stdout == "", args
+    assert not (tmp_path / "tl.h5").exists()
+    # A folder that does not exist yet is made when the file is written.
+    nested = tmp_path / "new" / "dir" / "tl.h5"
+    assert run(moefin, "simulate", chain, "--schedules", "10", "--timeline", nested,
+               check=False).returncode == 0
+    assert nested.is_file()

@@ -197,3 +197,22 @@ def test_summary_gives_each_shards_gpu_and_seconds_and_the_speedup(files, tmp_pa
                            str(merged), "--wall-s", "40", "--single-s", "86.4", "--json",
                            str(out)], capture_output=True, text=True)
     assert proc.returncode == 0 and out.is_file(), proc.stdout + proc.stderr
+
+
+def test_the_script_names_a_bad_file_in_one_line(files, tmp_path):
+    """Missing, foreign or table-less files: one line naming the file, exit 2 (1 is `same`'s
+    "different"), no traceback."""
+    subset, _, _ = files
+    junk = tmp_path / "junk.txt"
+    junk.write_text("not hdf5")
+    script = str(ROOT / "analysis" / "shards.py")
+    for args, what in [(["summary", str(junk)], "cannot read it as an HDF5 result file"),
+                       (["summary", str(tmp_path / "none.h5")], "no such file"),
+                       (["spread", str(subset), str(junk)], str(junk)),
+                       (["summary", str(subset)], "no table /merge_shards"),
+                       (["same", str(subset), str(subset), "--table", "nope"], "no table /nope")]:
+        proc = subprocess.run([sys.executable, script, *args], capture_output=True, text=True)
+        assert proc.returncode == 2, (args, proc.stderr)
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("shards.py: error: "), proc.stderr
+        assert what in lines[0] and "Traceback" not in proc.stderr, proc.stderr

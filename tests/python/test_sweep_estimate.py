@@ -89,3 +89,18 @@ def test_producer_of_mode_b_is_one_of_two_names(moefin):
     assert len(bad.stderr.strip().splitlines()) == 1
     helptext = run(moefin, "sweep", "finalize", "--help").stdout
     assert "--producer" in helptext and "mode_b_producer" in helptext
+
+
+def test_list_shows_the_shards_part_and_the_parts_cover_the_grid(moefin):
+    """`--list --shard I/N` shows what that shard would run; the N lists partition the whole."""
+    def units(*args):
+        out = run(moefin, "sweep", "finalize", "--list", "--hidden", "2048,4096", *args).stdout
+        return [line.split()[0] for line in out.splitlines() if line.startswith("[")], out
+
+    whole, _ = units()
+    parts = [units("--shard", f"{i}/3") for i in range(3)]
+    assert all(f"of {len(whole)} units" in out for _, out in parts)
+    assert all(0 < len(p) < len(whole) for p, _ in parts)
+    assert sorted(u for p, _ in parts for u in p) == sorted(whole)
+    bad = run(moefin, "sweep", "finalize", "--list", "--shard", "3/3", check=False)
+    assert bad.returncode == 2 and "'3/3' has I >= N" in bad.stderr
