@@ -82,6 +82,10 @@ bool parse(std::string const& command, std::string const& synopsis,
       std::string const old = r.old;
       if (r.command && command != r.command)
         continue;
+      // The hint only where the command has the new flag; elsewhere the old one is unknown.
+      std::string const now = r.now;
+      if (now.rfind("--", 0) == 0 && !desc.find_nothrow(now.substr(2), false))
+        continue;
       if (arg == old || arg.rfind(old + "=", 0) == 0)
         throw UsageError(command + ": " + old + " is now " + r.now + " (see 'moefin " + command +
                          " --help')");
@@ -223,8 +227,7 @@ std::vector<std::int64_t> parse_int_list(std::string const& flag, std::string co
         throw InputError(flag + ": empty range '" + cut(item) + "'");
       // A range expands to one value each: 0:1000000000 would allocate gigabytes.
       std::int64_t const count = (b - a) / step + 1;
-      if (count > kMaxListValues ||
-          static_cast<std::int64_t>(out.size()) + count > kMaxListValues)
+      if (count > kMaxListValues || static_cast<std::int64_t>(out.size()) + count > kMaxListValues)
         throw InputError(flag + ": more than " + std::to_string(kMaxListValues) + " values in '" +
                          cut(text) + "'");
       for (std::int64_t v = a; v <= b; v += step)

@@ -126,6 +126,14 @@ BOOST_AUTO_TEST_CASE(one_vocabulary_renamed_flags_name_the_new_spelling_in_one_l
     BOOST_TEST(contains(r.out, " is now " + now), r.out);
     BOOST_TEST(lines(r.out) == 1, r.out);
   }
+  // A command without the new flag does not point to it: the old one is just unknown there.
+  for (auto const& old : {"--shape top-8", "--delays 5"}) {
+    auto const r = run(std::string("route ") + old);
+    BOOST_TEST(r.status == 2, r.out);
+    BOOST_TEST(!contains(r.out, " is now "), r.out);
+    BOOST_TEST(contains(r.out, "unrecognised option"), r.out);
+    BOOST_TEST(lines(r.out) == 1, r.out);
+  }
   auto const help = run("--help");
   BOOST_TEST(contains(help.out, "lo:hi:step"), help.out);
   BOOST_TEST(contains(help.out, "out/<command>.h5"), help.out);
