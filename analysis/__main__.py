@@ -139,7 +139,13 @@ def run_report(args):
 
 
 def main(argv=None):
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    # pathlib reads '' as '.': an empty name would report whatever lies in the current folder
+    if any(not str(i).strip() for i in args.inputs):
+        parser.error("FILE_OR_DIR: an empty name is not a file or folder")
+    if not str(args.out).strip():
+        parser.error("--out: an empty name is not a folder")
     try:
         return run_report(args)
     except ResultFileError as e:

@@ -34,14 +34,46 @@ void reject_negative_unsigned(po::parsed_options const& parsed, po::variables_ma
 
 } // namespace
 
+namespace {
+
+/// Bytes of the well-formed UTF-8 sequence starting at value[i], or 0 (a stray byte).
+std::size_t utf8_length(std::string const& value, std::size_t i) {
+  auto const b = [&](std::size_t k) { return static_cast<unsigned char>(value[k]); };
+  unsigned char const lead = b(i);
+  std::size_t const n = lead >= 0xC2 && lead <= 0xDF   ? 2
+                        : lead >= 0xE0 && lead <= 0xEF ? 3
+                        : lead >= 0xF0 && lead <= 0xF4 ? 4
+                                                       : 0;
+  if (n == 0 || i + n > value.size())
+    return 0;
+  for (std::size_t k = 1; k < n; ++k)
+    if ((b(i + k) & 0xC0) != 0x80)
+      return 0;
+  return n;
+}
+
+} // namespace
+
 std::string cut(std::string const& value, std::size_t max) {
   std::string out;
-  for (char c : value) {
+  for (std::size_t i = 0; i < value.size();) {
     if (out.size() >= max) {
       out.resize(max > 3 ? max - 3 : 0);
+      while (!out.empty() && (static_cast<unsigned char>(out.back()) & 0xC0) == 0x80)
+        out.pop_back(); // no sequence cut in half
+      if (!out.empty() && static_cast<unsigned char>(out.back()) >= 0xC0)
+        out.pop_back();
       return out + "...";
     }
-    out += static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '?' : c;
+    unsigned char const c = static_cast<unsigned char>(value[i]);
+    if (c >= 0x80) { // text passes whole; a byte of a binary file is shown as '?'
+      std::size_t const n = utf8_length(value, i);
+      out += n ? value.substr(i, n) : std::string("?");
+      i += n ? n : 1;
+      continue;
+    }
+    out += c < 0x20 || c == 0x7f ? '?' : static_cast<char>(c);
+    ++i;
   }
   return out;
 }
@@ -125,6 +157,14 @@ bool parse(std::string const& command, std::string const& synopsis,
     }
     reject_negative_unsigned(parsed, vm);
     po::notify(vm); // runs the range checks of ranged(), choice() and int_list()
+  } catch (po::required_option const& e) {
+    // A missing positional argument is named as the synopsis writes it, not as "--chain".
+    std::string const name = e.get_option_name();
+    for (unsigned i = 0; positional && i < positional->max_total_count() && i < 8; ++i)
+      if ("--" + positional->name_for_position(i) == name)
+        throw UsageError(command + ": missing argument " + std::to_string(i + 1) + " (" +
+                         name.substr(2) + ")" + usage());
+    throw UsageError(one_line(command + ": " + e.what() + usage()));
   } catch (po::error const& e) {
     throw UsageError(one_line(command + ": " + e.what() + usage()));
   }

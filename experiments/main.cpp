@@ -63,6 +63,11 @@ int dispatch(std::vector<std::string> const& words) {
     return moefin::kExitUsage;
   }
   std::string const& first = words[0];
+  if (first == "help" && words.size() >= 2) { // "moefin help verify" is "moefin verify --help"
+    std::vector<std::string> rest(words.begin() + 1, words.end());
+    rest.push_back("--help");
+    return dispatch(rest);
+  }
   if (first == "--help" || first == "-h" || first == "help") {
     print_usage(std::cout);
     return moefin::kExitOk;

@@ -74,6 +74,30 @@ BOOST_AUTO_TEST_CASE(unknown_command_or_option_is_a_usage_error) {
   auto const d = run("demo --rounds notanumber");
   BOOST_TEST(d.status == 2);
   BOOST_TEST(contains(d.out, "rounds"), d.out);
+
+  // A missing positional argument is named by its place, not as the option Boost keeps for it.
+  auto const e = run("compare only_one.h5");
+  BOOST_TEST(e.status == 2);
+  BOOST_TEST(contains(e.out, "compare: missing argument 2 (new)"), e.out);
+  BOOST_TEST(!contains(e.out, "'--new'"), e.out);
+  BOOST_TEST(lines(e.out) == 1, e.out);
+
+  // "moefin help CMD" is "moefin CMD --help".
+  auto const h = run("help verify");
+  BOOST_TEST(h.status == 0);
+  BOOST_TEST(contains(h.out, "usage: moefin verify CHAIN.json"), h.out);
+  BOOST_TEST(run("help sweep layer").out.find("usage: moefin sweep layer") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(echoed_values_keep_text_and_mask_binary_bytes) {
+  using moefin::cli::cut;
+  BOOST_TEST(cut("caf\xc3\xa9 \xe2\x86\x92 x") == "caf\xc3\xa9 \xe2\x86\x92 x"); // UTF-8 passes
+  BOOST_TEST(cut("\x89HDF\r\n\x1a") == "?HDF???"); // a binary file's bytes do not
+  BOOST_TEST(cut("\xc3") == "?");                  // a sequence cut short
+  BOOST_TEST(cut("\xe2\x86\xff") == "???");        // a bad continuation
+  std::string const many(100, 'a');
+  BOOST_TEST(cut(many + "\xc3\xa9", 50) == std::string(47, 'a') + "...");
+  BOOST_TEST(cut(std::string(46, 'a') + "\xc3\xa9" + many, 50) == std::string(46, 'a') + "...");
 }
 
 BOOST_AUTO_TEST_CASE(out_of_range_value_names_flag_value_and_range_in_one_line) {

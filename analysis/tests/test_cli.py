@@ -59,6 +59,17 @@ def test_moefin_report_passes_bad_files_through(moefin_binary, tmp_path):
     assert proc.stderr.strip() == f"analysis: error: {bad}: not an HDF5 file"
 
 
+def test_moefin_report_refuses_an_empty_name(moefin_binary, tmp_path):
+    """'' would read as the current folder: a usage error, nothing read or written."""
+    small = syn.write_synthetic(tmp_path / "small.h5", experiments=("launch_floor",))
+    for args, what in [(["", "--out", tmp_path / "r"], "FILE_OR_DIR: an empty name"),
+                       ([small, "--out", ""], "--out: an empty name")]:
+        proc = run_moefin(moefin_binary, "report", *args)
+        assert proc.returncode == 2, proc.stderr
+        assert what in proc.stderr and "read " not in proc.stdout, proc.stdout + proc.stderr
+    assert not (tmp_path / "r").exists()
+
+
 def test_demo_renders_the_report_of_data(moefin_binary, tmp_path):
     proc = run_moefin(moefin_binary, "demo", "--rounds", 3, "--out-dir", tmp_path / "demo")
     assert proc.returncode == 0, proc.stdout + proc.stderr

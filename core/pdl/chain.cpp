@@ -293,7 +293,7 @@ void parse_measured(Reader const& r, Chain& c, Json const& j, std::string const&
 } // namespace
 
 ChainError::ChainError(std::string const& file, std::string const& pointer, std::string const& what)
-    : InputError(file + ": " + pointer + ": " + what) {}
+    : InputError(file + ": " + (pointer.empty() ? std::string() : pointer + ": ") + what) {}
 
 int Chain::kernel_index(std::string const& n) const {
   for (std::size_t i = 0; i < kernels.size(); ++i)
@@ -434,7 +434,7 @@ Chain parse_chain(std::string const& text, std::string const& origin) {
 Chain load_chain(std::string const& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in)
-    throw ChainError(path, "/", std::string("cannot open the file (") + std::strerror(errno) + ")");
+    throw ChainError(path, "", std::string("cannot open the file (") + std::strerror(errno) + ")");
   // At most one byte past the limit is read, so /dev/zero or a huge file costs nothing.
   std::string text;
   std::size_t const cap = ChainLimits::kFileBytes + 1;

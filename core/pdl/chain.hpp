@@ -120,6 +120,7 @@ std::int64_t schedule_accesses(Chain const& c);
 /// An input error (exit status 2), so that exit status 1 keeps meaning "a race".
 class ChainError : public InputError {
 public:
+  /// "FILE: POINTER: WHAT"; an empty pointer (the file itself) leaves it out.
   ChainError(std::string const& file, std::string const& pointer, std::string const& what);
 };
 

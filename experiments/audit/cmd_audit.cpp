@@ -398,7 +398,7 @@ int audit(cli::Args const& args) {
     files.insert(files.end(), launches.files.begin(), launches.files.end());
   }
   if (files.empty())
-    throw UsageError("audit: no input files\nusage: moefin audit FILE... (see 'moefin audit "
+    throw UsageError("audit: no input files; usage: moefin audit FILE... (see 'moefin audit "
                      "--help')");
   if (!vm["chain-out"].as<std::string>().empty() && !with_chain)
     throw UsageError("audit: --chain-out needs --chain");

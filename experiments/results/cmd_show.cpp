@@ -70,9 +70,9 @@ int show(cli::Args const& args) {
       "table", cli::po::value<std::string>(),
       "print this experiment's table (every stored column, one line per row)")(
       "format", cli::po::value(&format)->default_value("csv"),
-      "with --table: csv (RFC 4180 quoting, full precision), json ({name, columns, rows: "
-      "[{column: value}]}), md (Markdown), text (aligned columns); without --table: json gives "
-      "the provenance and groups as JSON");
+      "with --table: csv (RFC 4180 quoting, full precision; the default), json ({name, "
+      "columns, rows: [{column: value}]}), md (Markdown), text (aligned columns); without "
+      "--table: the overview, as text (the default) or json (provenance and groups)");
   cli::po::positional_options_description pos;
   pos.add("file", 1);
   cli::po::variables_map vm;
