@@ -402,6 +402,8 @@ int audit(cli::Args const& args) {
                      "--help')");
   if (!vm["chain-out"].as<std::string>().empty() && !with_chain)
     throw UsageError("audit: --chain-out needs --chain");
+  if (vm["explain"].as<bool>() && !with_chain)
+    throw UsageError("audit: --explain needs --chain (it explains the verdicts of a chain)");
   int const threads = vm["threads"].as<int>();
   cli::check_range("--threads", threads, 0, 1024);
   int jobs = vm["jobs"].as<int>();

@@ -103,7 +103,8 @@ bench::Benchmark sweep_benchmark(SweepConfig const& c, fin::GridAxes const& grid
   b.timed();
   b.ratio({"speedup_vs_scalar", "speedup_lo", "speedup_hi", "variant",
            [](bench::Config const& row) {
-             return finalize::baseline_of(*fin::variant_options(row.str("variant"), "variant").variant)
+             return finalize::baseline_of(
+                        *fin::variant_options(row.str("variant"), "variant").variant)
                  .name;
            },
            true, 1.0});
@@ -427,10 +428,10 @@ int sweep_finalize(cli::Args const& args) {
       "finalize variants timed in the same rounds (each one's baseline, e.g. scalar, is added); "
       "small_batch_v2/candidates[/exit|/w] stands for every small_batch_v2 geometry candidate of "
       "the grid's top-K values (entry or exit trigger, or /w: the warp-groups lane layout), the "
-      "policy measurement")(
-      "rounds", cli::po::value(&rounds)->default_value(5),
-      "interleaved rounds, 3..1000")("launches", cli::po::value(&launches)->default_value(100),
-                                     "launches per CUDA graph, 1..10000")(
+      "policy measurement")("rounds", cli::po::value(&rounds)->default_value(5),
+                            "interleaved rounds, 3..1000")(
+      "launches", cli::po::value(&launches)->default_value(100),
+      "launches per CUDA graph, 1..10000")(
       "max-minutes", cli::po::value(&max_minutes)->default_value(0),
       "stop cleanly before this many minutes (0: no limit); continue with --resume")(
       "repeat-shapes", cli::po::value(&repeat_shapes)->default_value(8),
@@ -455,6 +456,9 @@ int sweep_finalize(cli::Args const& args) {
     return kExitOk;
 
   if (!print_files.empty()) {
+    if (vm.count("estimate") || vm.count("list"))
+      throw UsageError("sweep finalize: --print FILE... prints result files; --estimate and "
+                       "--list plan a run: give one of them");
     std::cout << fin::render_finalize_tables(print_files, published);
     return kExitOk;
   }
@@ -466,8 +470,8 @@ int sweep_finalize(cli::Args const& args) {
   fin::GridAxes const grid = fin::parse_grid_axes(g);
   c.modes = fin::parse_choices("--modes", modes, {"a", "b", "c"});
   c.l2s = fin::parse_choices("--l2", l2, {"hot", "cold"});
-  c.variants = fin::with_baselines(
-      fin::parse_variants("--variants", fin::expand_v2_candidates(variants, fin::parse_grid(g)), true));
+  c.variants = fin::with_baselines(fin::parse_variants(
+      "--variants", fin::expand_v2_candidates(variants, fin::parse_grid(g)), true));
   c.rounds = rounds;
   c.launches = launches;
   cli::check_choice("--producer", producer, {"pdl-wait", "plain"});

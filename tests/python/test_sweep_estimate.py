@@ -104,3 +104,11 @@ def test_list_shows_the_shards_part_and_the_parts_cover_the_grid(moefin):
     assert sorted(u for p, _ in parts for u in p) == sorted(whole)
     bad = run(moefin, "sweep", "finalize", "--list", "--shard", "3/3", check=False)
     assert bad.returncode == 2 and "'3/3' has I >= N" in bad.stderr
+
+
+def test_print_does_not_silently_drop_a_planning_flag(moefin):
+    sweep = ROOT / "data" / "h200" / "h200_finalize_sweep.h5"
+    for flag in ("--estimate", "--list"):
+        proc = run(moefin, "sweep", "finalize", flag, "--print", sweep, check=False)
+        assert proc.returncode == 2, (flag, proc.stderr)
+        assert "give one of them" in proc.stderr and proc.stdout == "", flag
