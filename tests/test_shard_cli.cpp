@@ -194,6 +194,12 @@ BOOST_AUTO_TEST_CASE(merge_refuses_a_missing_shard_a_duplicate_and_a_foreign_com
   auto const usage = run("merge " + dir.file("m.h5"));
   BOOST_TEST(usage.status == 2, usage.out);
   BOOST_TEST(contains(usage.out, "needs OUT.h5 and at least one shard file"), usage.out);
+  // '' as OUT (or a shard) is refused before anything is written ('' + ".merging" would land in
+  // the current folder).
+  auto const empty = run("merge '' " + s0 + " " + s1 + " --allow-partial");
+  BOOST_TEST(empty.status == 2, empty.out);
+  BOOST_TEST(contains(empty.out, "merge: an empty file name"), empty.out);
+  BOOST_TEST(!fs::exists(".merging"));
 }
 
 BOOST_AUTO_TEST_CASE(bad_shard_flags_and_launcher_variables_are_usage_errors) {

@@ -120,6 +120,7 @@ int check_finalize(cli::Args const& args) {
   cli::check_range<std::int64_t>("--hidden-pad", pad, 0, 1024);
   cli::check_range("--tolerance", tolerance, 1e-7, 1.0);
   cli::check_range("--max-minutes", max_minutes, 0.0, 1e6);
+  fin::check_grid_options(vm);
   fin::GridAxes const grid = fin::parse_grid_axes(g);
   // small_batch_v2/candidates expands to the geometry candidates that fit the grid's top-K.
   auto const vlist =

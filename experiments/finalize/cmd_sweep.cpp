@@ -467,6 +467,7 @@ int sweep_finalize(cli::Args const& args) {
   cli::check_range("--max-minutes", max_minutes, 0.0, 1e6);
   cli::check_range("--repeat-shapes", repeat_shapes, 0, 64);
   SweepConfig c;
+  fin::check_grid_options(vm);
   fin::GridAxes const grid = fin::parse_grid_axes(g);
   c.modes = fin::parse_choices("--modes", modes, {"a", "b", "c"});
   c.l2s = fin::parse_choices("--l2", l2, {"hot", "cold"});

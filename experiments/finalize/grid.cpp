@@ -41,7 +41,7 @@ Options variant_options(std::string const& name, std::string const& flag) {
   bool warp_groups = false;
   if (finalize::v2::parse_candidate(name, &chunks, &loads, &t, &warp_groups)) {
     // A small_batch_v2 geometry candidate of the policy measurement.
-    o.variant = &finalize::variant(warp_groups            ? "small_batch_v2_fi_layout"
+    o.variant = &finalize::variant(warp_groups           ? "small_batch_v2_fi_layout"
                                    : t == Trigger::kExit ? "small_batch_v2_late_trigger"
                                                          : "small_batch_v2",
                                    flag);
@@ -293,6 +293,12 @@ void add_grid_options(cli::po::options_description& desc, GridFlags& f) {
       "top-K values, 1..64 (default: 1,2,4,6,8,10,16,22,32)")(
       "weights", cli::po::value(&f.weights)->default_value("bf16,fp32"),
       "expert weight types: bf16, fp32, none");
+}
+
+void check_grid_options(cli::po::variables_map const& vm) {
+  for (char const* name : {"hidden", "tokens", "top-k", "weights"})
+    if (vm.count(name) && !vm[name].defaulted() && vm[name].as<std::string>().empty())
+      throw InputError(std::string("--") + name + ": empty list");
 }
 
 } // namespace moefin::fin

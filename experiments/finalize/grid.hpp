@@ -91,6 +91,9 @@ struct GridFlags {
 std::vector<Shape> parse_grid(GridFlags const& f);
 /// Declares those four options (defaults: the seed's grid) bound to `f`.
 void add_grid_options(cli::po::options_description& desc, GridFlags& f);
+/// An empty value given on the command line (`--hidden ''`) is an InputError, not the default
+/// that an absent flag stands for.
+void check_grid_options(cli::po::variables_map const& vm);
 
 /// The grid as axes of a benchmark: hidden sizes, token counts (empty: regime_tokens(H) per H),
 /// top-K values and weight types.

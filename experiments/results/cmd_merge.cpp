@@ -32,6 +32,10 @@ int merge(cli::Args const& args) {
     throw UsageError("merge: needs OUT.h5 and at least one shard file (usage: moefin merge "
                      "OUT.h5 SHARD.h5... [--allow-partial])");
   std::string const out = files.front();
+  for (auto const& f : files)
+    if (f.empty()) // '' as OUT would merge into ".merging" in the current folder
+      throw UsageError("merge: an empty file name (usage: moefin merge OUT.h5 SHARD.h5... "
+                       "[--allow-partial])");
   std::vector<std::string> const shards(files.begin() + 1, files.end());
   bool const allow_partial = vm.count("allow-partial") != 0;
 

@@ -112,3 +112,11 @@ def test_print_does_not_silently_drop_a_planning_flag(moefin):
         proc = run(moefin, "sweep", "finalize", flag, "--print", sweep, check=False)
         assert proc.returncode == 2, (flag, proc.stderr)
         assert "give one of them" in proc.stderr and proc.stdout == "", flag
+
+
+def test_an_empty_grid_value_is_an_error_not_the_default(moefin):
+    for flag in ("--hidden", "--tokens", "--top-k", "--weights"):
+        for command in ("sweep", "check"):
+            proc = run(moefin, command, "finalize", "--list", flag, "", check=False)
+            assert proc.returncode == 2, (command, flag, proc.stdout[:200])
+            assert f"{flag}: empty list" in proc.stderr, (command, flag, proc.stderr)
