@@ -148,7 +148,7 @@ int check_finalize(cli::Args const& args) {
   if (run.active())
     std::cout << run.summary() << "\n";
   if (vm.count("list")) {
-    bench.list(std::cout, harness::listed_units(run));
+    bench.list(std::cout, run.listed());
     return kExitOk;
   }
 

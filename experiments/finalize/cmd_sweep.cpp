@@ -517,7 +517,7 @@ int sweep_finalize(cli::Args const& args) {
   if (run.active())
     std::cout << run.summary() << "\n";
   if (list) {
-    bench.list(std::cout, harness::listed_units(run));
+    bench.list(std::cout, run.listed());
     return kExitOk;
   }
   if (vm.count("estimate"))

@@ -45,12 +45,6 @@ std::string value_of(h5::Provenance const& p, std::string const& name) {
 
 } // namespace
 
-std::function<bool(std::size_t)> listed_units(ShardedRun const& run) {
-  if (!run.active())
-    return {};
-  return [&run](std::size_t i) { return run.mine(i); };
-}
-
 void add_shard_option(cli::po::options_description& desc) {
   desc.add_options()(
       "shard", cli::po::value<std::string>()->default_value(""),

@@ -27,10 +27,6 @@ struct PlannedConfig {
 /// Declares `--shard I/N|env`.
 void add_shard_option(cli::po::options_description& desc);
 
-class ShardedRun;
-/// What `--list` shows of a run: the units of its shard, or all (an empty function) unsharded.
-std::function<bool(std::size_t)> listed_units(ShardedRun const& run);
-
 class ShardedRun {
 public:
   /// Resolves the shard from `--shard` (vm) and the environment and partitions `configs`.
@@ -47,6 +43,12 @@ public:
   std::size_t size() const { return configs_.size(); }
   /// Whether this process runs configuration i; the indices it runs, ascending.
   bool mine(std::size_t i) const { return owner_.at(i) == spec_.index; }
+  /// What `--list` shows: `mine` for a shard, or every unit (an empty function) unsharded.
+  std::function<bool(std::size_t)> listed() const {
+    if (!active())
+      return {};
+    return [this](std::size_t i) { return mine(i); };
+  }
   std::vector<std::size_t> const& mine() const { return mine_; }
   /// How many of this process's configurations come at or after index i.
   std::size_t mine_from(std::size_t i) const;

@@ -2,8 +2,8 @@
 // compare.hpp), as Markdown, CSV or JSON, with an exit status a CI job can gate on.
 
 #include "core/cli.hpp"
-#include "core/ops/errors.hpp"
 #include "core/h5store.hpp"
+#include "core/ops/errors.hpp"
 #include "experiments/commands.hpp"
 #include "experiments/results/compare.hpp"
 
@@ -126,9 +126,8 @@ int compare(cli::Args const& args) {
     std::string why;
     for (auto const& n : r.not_compared)
       why += (why.empty() ? " (" : "; ") + n;
-    std::cerr << "moefin: error: compare: no configuration is in both files, nothing was compared"
-              << (why.empty() ? std::string() : why + ")") << "\n";
-    return kExitUsage;
+    throw InputError("compare: no configuration is in both files, nothing was compared" +
+                     (why.empty() ? std::string() : why + ")"));
   }
   std::size_t const slower = r.slower();
   std::ostream& verdict = format == "md" || !out.empty() ? std::cout : std::cerr;
