@@ -1,5 +1,5 @@
 """Before/after comparison of two result files, as `moefin compare` makes it
-(experiments/results/compare.hpp): the same matching, interval, noise and verdicts, as a
+(experiments/report/compare.hpp): the same matching, interval, noise and verdicts, as a
 DataFrame, and a figure of the ratios.
 
     df = analysis.compare("before.h5", "after.h5", threshold=0.05)

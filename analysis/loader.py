@@ -23,7 +23,7 @@ STORE_FIELDS = ("key", "sample_offset", "sample_count")
 SUFFIXES = (".h5", ".hdf5")
 
 # What a moefin file holds at most; beyond this a file is damaged or hostile and is rejected
-# before anything of that size is allocated (the C++ reader, core/h5store.cpp, uses the same).
+# before anything of that size is allocated (the C++ reader, core/store/hdf5_file.cpp, uses the same).
 MAX_ATTR_BYTES = 1 << 20
 MAX_ATTRIBUTES = 4096
 MAX_MEMBERS = 4096

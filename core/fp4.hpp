@@ -240,7 +240,7 @@ template <int kI> MOEFIN_HD std::uint32_t e2m1_pair_bits(std::uint32_t w) {
 // Pair 3's bits sit at 0, 1, 3, 4 (+16): the multiply adds three copies shifted by 3, 8 and 14
 // that overlap nowhere (no carries), and exactly one copy of a right bit lands on each bit of
 // kPairBits. 7 would need four disjoint rotations of kPairBits covering the word, and there are
-// none (scripts/fp4_pack_search.py searches them all, and lists the 8 layouts of cost 8); a pair
+// none (tools/fp4_pack_search.py searches them all, and lists the 8 layouts of cost 8); a pair
 // taken any other way costs a multiply and a mask beside its masking, so 8 is the least of this
 // family (shift or rotate, mask, multiply). The GEMM's pairs and its output bits do not change.
 

@@ -3,7 +3,7 @@
 
 #include "core/build_info.hpp"
 #include "core/cli.hpp"
-#include "core/h5store.hpp"
+#include "core/store/h5store.hpp"
 #include "core/ops/errors.hpp"
 #include "reference/kokkos_env.hpp"
 

@@ -2,7 +2,7 @@
 // The rows moefin_store_writer appends, as functions of the row index, shared with the test
 // that reads them back (test_interrupt).
 
-#include "core/h5store.hpp"
+#include "core/store/h5store.hpp"
 
 #include <string>
 #include <vector>

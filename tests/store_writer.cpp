@@ -8,7 +8,7 @@
 // stdout: "done i" after row i is appended (and flushed to the file), "skip i" for a row the
 // resumed file already holds, "finished N" after commit.
 
-#include "core/h5store.hpp"
+#include "core/store/h5store.hpp"
 #include "core/ops/errors.hpp"
 #include "tests/store_rows.hpp"
 

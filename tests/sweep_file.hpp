@@ -1,10 +1,10 @@
 #pragma once
 // Synthetic /finalize_sweep files for the table tests: rows of made-up times and speedups in the
-// schema the sweep writes (experiments/results/finalize_tables.hpp).
+// schema the sweep writes (experiments/report/finalize_tables.hpp).
 
-#include "core/h5store.hpp"
+#include "core/store/h5store.hpp"
 #include "experiments/finalize/grid.hpp"
-#include "experiments/results/finalize_tables.hpp"
+#include "experiments/report/finalize_tables.hpp"
 
 #include <cstdint>
 #include <limits>

@@ -6,14 +6,14 @@
 #define BOOST_TEST_MODULE audit
 #include <boost/test/unit_test.hpp>
 
-#include "core/audit/audit.hpp"
-#include "core/audit/elf_info.hpp"
-#include "core/audit/launches.hpp"
-#include "core/audit/plan.hpp"
-#include "core/audit/process.hpp"
-#include "core/audit/report.hpp"
-#include "core/audit/sass.hpp"
-#include "core/h5store.hpp"
+#include "audit/audit.hpp"
+#include "audit/elf_info.hpp"
+#include "audit/launches.hpp"
+#include "audit/plan.hpp"
+#include "audit/process.hpp"
+#include "audit/report.hpp"
+#include "audit/sass.hpp"
+#include "core/store/h5store.hpp"
 #include "core/ops/errors.hpp"
 #include "core/ops/layer_plan.hpp"
 #include "core/pdl/verifier.hpp"

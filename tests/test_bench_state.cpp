@@ -6,7 +6,7 @@
 // their reasons in /skipped, --resume, --max-minutes, the statistics columns and paired ratios.
 // A fake body stands in for the GPU.
 
-#include "core/h5store.hpp"
+#include "core/store/h5store.hpp"
 #include "core/stats.hpp"
 #include "experiments/harness/bench_state.hpp"
 

@@ -3,11 +3,11 @@
 
 #include "tests/run_moefin.hpp"
 
-#include "core/h5store.hpp"
+#include "core/store/h5store.hpp"
 #include "core/ops/errors.hpp"
 #include "core/pdl/verifier.hpp"
 #include "experiments/chain/run.hpp"
-#include "experiments/results/chain_tables.hpp"
+#include "experiments/report/chain_tables.hpp"
 
 #include <unistd.h>
 

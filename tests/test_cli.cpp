@@ -2,7 +2,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "core/cli.hpp"
-#include "core/h5store.hpp"
+#include "core/store/h5store.hpp"
 #include "tests/run_moefin.hpp"
 
 #include <hdf5.h>

@@ -5,12 +5,12 @@
 // shape checks and geometry of plan(), the knob and axis parsers, and the seed-format table
 // rendered from synthetic result files.
 
-#include "core/h5store.hpp"
+#include "core/store/h5store.hpp"
 #include "core/ops/errors.hpp"
 #include "core/ops/pdl_knobs.hpp"
 #include "experiments/finalize/cases.hpp"
 #include "experiments/finalize/grid.hpp"
-#include "experiments/results/finalize_tables.hpp"
+#include "experiments/report/finalize_tables.hpp"
 #include "kernels/finalize/finalize.hpp"
 #include "kernels/finalize/finalize_policy.hpp"
 #include "tests/sweep_file.hpp"

@@ -13,7 +13,7 @@
 #include "experiments/chain/race_cells.hpp"
 #include "experiments/commands.hpp"
 #include "experiments/finalize/grid.hpp"
-#include "experiments/results/finalize_tables.hpp"
+#include "experiments/report/finalize_tables.hpp"
 #include "kernels/chain/chain_launches.hpp"
 #include "kernels/finalize/finalize.hpp"
 #include "tests/sweep_file.hpp"

@@ -5,7 +5,7 @@
 #include "tests/gpu_main.hpp"
 
 #include "core/chain/presets.hpp"
-#include "core/h5store.hpp"
+#include "core/store/h5store.hpp"
 #include "experiments/chain/reference_chain.hpp"
 #include "experiments/chain/run.hpp"
 #include "experiments/commands.hpp"

@@ -1,8 +1,8 @@
 #define BOOST_TEST_MODULE gemm_tables
 #include <boost/test/unit_test.hpp>
 
-#include "core/h5store.hpp"
-#include "experiments/results/gemm_tables.hpp"
+#include "core/store/h5store.hpp"
+#include "experiments/report/gemm_tables.hpp"
 #include "kernels/gemm/decode.hpp"
 #include "kernels/gemm/decode_candidates.hpp"
 

@@ -1,7 +1,7 @@
 #define BOOST_TEST_MODULE h5store
 #include <boost/test/unit_test.hpp>
 
-#include "core/h5store.hpp"
+#include "core/store/h5store.hpp"
 #include "core/ops/errors.hpp"
 
 #include <hdf5.h>

@@ -6,7 +6,7 @@
 #define BOOST_TEST_MODULE interrupt
 #include <boost/test/unit_test.hpp>
 
-#include "core/h5store.hpp"
+#include "core/store/h5store.hpp"
 #include "core/ops/errors.hpp"
 #include "core/rng.hpp"
 #include "experiments/routing/routing_file.hpp"

@@ -3,7 +3,7 @@
 #define BOOST_TEST_MODULE pdl_chain
 #include <boost/test/unit_test.hpp>
 
-#include "core/h5store.hpp"
+#include "core/store/h5store.hpp"
 #include "core/pdl/chain.hpp"
 #include "tests/run_moefin.hpp"
 

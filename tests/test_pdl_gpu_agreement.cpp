@@ -7,7 +7,7 @@
 #define BOOST_TEST_MODULE pdl_gpu_agreement
 #include <boost/test/unit_test.hpp>
 
-#include "core/h5store.hpp"
+#include "core/store/h5store.hpp"
 #include "core/pdl/verifier.hpp"
 #include "experiments/chain/race_cells.hpp"
 #include "kernels/common/pdl_probe.hpp"

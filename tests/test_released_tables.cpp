@@ -6,7 +6,7 @@
 // released kernels (fi_small_batch vs fi_scalar) and the faithfulness of moefin's variants
 // (X / fi_X); a file without released rows prints neither.
 
-#include "experiments/results/finalize_tables.hpp"
+#include "experiments/report/finalize_tables.hpp"
 #include "tests/sweep_file.hpp"
 
 #include <filesystem>

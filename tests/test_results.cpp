@@ -4,7 +4,7 @@
 #include "core/ops/errors.hpp"
 #include "core/stats.hpp"
 #include "core/table_format.hpp"
-#include "experiments/results/compare.hpp"
+#include "experiments/report/compare.hpp"
 
 #include <cmath>
 #include <limits>

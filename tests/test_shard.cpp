@@ -2,8 +2,8 @@
 #include <boost/test/unit_test.hpp>
 
 #include "core/ops/errors.hpp"
-#include "core/h5merge.hpp"
-#include "core/h5store.hpp"
+#include "core/store/merge.hpp"
+#include "core/store/h5store.hpp"
 #include "core/rng.hpp"
 #include "core/shard.hpp"
 #include "experiments/harness/shard_run.hpp"

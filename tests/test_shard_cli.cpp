@@ -5,7 +5,7 @@
 // by a launcher environment set by hand (MPICH/PMI, a Slurm array) and with --shard, each shard
 // merged with `moefin merge` and compared row by row, value by value, with one unsharded run.
 
-#include "core/h5store.hpp"
+#include "core/store/h5store.hpp"
 #include "tests/run_moefin.hpp"
 
 #include <unistd.h>

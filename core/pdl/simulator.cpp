@@ -1,6 +1,6 @@
 #include "core/pdl/simulator.hpp"
 
-#include "core/h5store.hpp"
+#include "core/store/h5store.hpp"
 #include "core/rng.hpp"
 
 #include <algorithm>

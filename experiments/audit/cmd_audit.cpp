@@ -1,4 +1,4 @@
-// moefin audit FILE...: the PDL facts of compiled kernels (core/audit): per kernel whether every
+// moefin audit FILE...: the PDL facts of compiled kernels (audit): per kernel whether every
 // path waits, whether every path waits before it triggers, the global accesses that may run
 // before the wait and the writes that may run after the trigger, each by the parameter its
 // address comes from; `--chain LAUNCHES.json` composes the kernels into a chain description
@@ -6,10 +6,10 @@
 // Exit 0: audited (with --chain: ordered); 1: a race (with --chain), a bad file or a missing
 // tool; 2: bad usage.
 
-#include "core/audit/audit.hpp"
-#include "core/audit/launches.hpp"
-#include "core/audit/process.hpp"
-#include "core/audit/report.hpp"
+#include "audit/audit.hpp"
+#include "audit/launches.hpp"
+#include "audit/process.hpp"
+#include "audit/report.hpp"
 #include "core/pdl/verifier.hpp"
 #include "experiments/commands.hpp"
 
@@ -356,7 +356,7 @@ int audit(cli::Args const& args) {
       "the architecture whose SASS to audit (sm_90, sm_100a, ...); default: the only one a "
       "file holds, sm_90 when it holds several; .cu files are compiled for it (default sm_90)")(
       "layout", cli::po::value<std::vector<std::string>>()->composing(),
-      "struct layout file(s) naming parameter fields (scripts/audit/struct_layout.py writes "
+      "struct layout file(s) naming parameter fields (tools/audit/struct_layout.py writes "
       "them)")("assume", cli::po::value<std::vector<std::string>>()->composing(),
                "NAME=VALUE: a parameter's value (a field name, param_N[+0xK] or an offset like "
                "0x60, optionally :SIZE); branches it decides are pruned; repeatable")(

@@ -7,8 +7,8 @@
 // know is an error), its knob values are the plan's resolved trigger and finalize's metadata
 // placement.
 
-#include "core/audit/launches.hpp"
-#include "core/audit/plan.hpp"
+#include "audit/launches.hpp"
+#include "audit/plan.hpp"
 #include "core/chain/verifier_chain.hpp"
 #include "core/ops/finalize_variants.hpp"
 #include "core/ops/layer_plan.hpp"

@@ -10,7 +10,7 @@
 #include "experiments/chain/run.hpp"
 #include "experiments/commands.hpp"
 #include "experiments/harness/bench_state.hpp"
-#include "experiments/results/chain_tables.hpp"
+#include "experiments/report/chain_tables.hpp"
 
 #include <chrono>
 #include <iostream>
@@ -49,33 +49,6 @@ chain::ChainConfig config_of(chain::Preset p, EquivOptions const& o, std::int64_
     c.at(delay_kernel).delay_ns = delay_ns;
   chain::set_flavour(c, o.flavour);
   return c;
-}
-
-#ifdef MOEFIN_HAVE_CUDA
-
-int run_replay(EquivOptions const& o, std::uint64_t seed, std::uint64_t weight_seed) {
-  if (o.shapes.size() != 1 || o.tokens.size() != 1 || o.presets.size() != 1 ||
-      o.delays.size() != 1 || o.delay_kernels.size() != 1 || o.formats.size() != 1)
-    throw InputError("--replay: give exactly one --shapes, --tokens, --presets, --delay-ns, "
-                     "--delay-kernels and --weights-format value");
-  chain::LayerWeights const w(o.shapes[0], weight_seed, o.formats[0]);
-  chain::RunnerOptions ro;
-  ro.tokens = o.tokens[0];
-  ro.tile_m = o.tile_m;
-  chain_run::apply(o.residency, ro);
-  ro.hidden_seed = Rng::mix(weight_seed, 3);
-  chain::ChainConfig const cfg = config_of(o.presets[0], o, o.delays[0], o.delay_kernels[0]);
-  std::cout << "replay of routing " << seed << " after routing " << chain::replay_predecessor(seed)
-            << ": " << o.shapes[0].name << " T=" << ro.tokens << " " << chain::describe(cfg)
-            << "\n";
-  auto const r = chain_run::replay(w, ro, cfg, seed, o.replay_attempts);
-  if (!r.reproduced) {
-    std::cout << "no difference between PDL on and off in " << r.attempts
-              << " attempts (every buffer compared element by element)\n";
-    return kExitOk;
-  }
-  std::cout << "first difference (attempt " << r.attempts << "): " << r.detail << "\n";
-  return kExitFailure;
 }
 
 /// Every (shape, weights format, T, preset, delay, delayed kernel) of the run (a zero delay once,
@@ -121,6 +94,33 @@ bench::Benchmark equivalence_benchmark(EquivOptions const& o) {
     return 0.5 + 2e-3 * static_cast<double>(o.routings); // both PDL modes, hashing, the copies
   });
   return b;
+}
+
+#ifdef MOEFIN_HAVE_CUDA
+
+int run_replay(EquivOptions const& o, std::uint64_t seed, std::uint64_t weight_seed) {
+  if (o.shapes.size() != 1 || o.tokens.size() != 1 || o.presets.size() != 1 ||
+      o.delays.size() != 1 || o.delay_kernels.size() != 1 || o.formats.size() != 1)
+    throw InputError("--replay: give exactly one --shapes, --tokens, --presets, --delay-ns, "
+                     "--delay-kernels and --weights-format value");
+  chain::LayerWeights const w(o.shapes[0], weight_seed, o.formats[0]);
+  chain::RunnerOptions ro;
+  ro.tokens = o.tokens[0];
+  ro.tile_m = o.tile_m;
+  chain_run::apply(o.residency, ro);
+  ro.hidden_seed = Rng::mix(weight_seed, 3);
+  chain::ChainConfig const cfg = config_of(o.presets[0], o, o.delays[0], o.delay_kernels[0]);
+  std::cout << "replay of routing " << seed << " after routing " << chain::replay_predecessor(seed)
+            << ": " << o.shapes[0].name << " T=" << ro.tokens << " " << chain::describe(cfg)
+            << "\n";
+  auto const r = chain_run::replay(w, ro, cfg, seed, o.replay_attempts);
+  if (!r.reproduced) {
+    std::cout << "no difference between PDL on and off in " << r.attempts
+              << " attempts (every buffer compared element by element)\n";
+    return kExitOk;
+  }
+  std::cout << "first difference (attempt " << r.attempts << "): " << r.detail << "\n";
+  return kExitFailure;
 }
 
 int run_equivalence(EquivOptions const& o, h5::ResultWriter& file, std::uint64_t seed) {

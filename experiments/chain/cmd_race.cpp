@@ -11,7 +11,7 @@
 #include "experiments/chain/run.hpp"
 #include "experiments/commands.hpp"
 #include "experiments/harness/bench_state.hpp"
-#include "experiments/results/chain_tables.hpp"
+#include "experiments/report/chain_tables.hpp"
 
 #include <algorithm>
 #include <iomanip>

@@ -11,7 +11,7 @@
 #include "experiments/commands.hpp"
 #include "experiments/harness/bench_state.hpp"
 #include "experiments/harness/timing_rounds.hpp"
-#include "experiments/results/chain_tables.hpp"
+#include "experiments/report/chain_tables.hpp"
 #include "kernels/chain/chain.hpp"
 
 #include <algorithm>

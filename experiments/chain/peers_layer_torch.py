@@ -42,7 +42,7 @@ SHAPES = {
 VARIANTS = ["grouped_mm", "gather_bmm"]
 
 # The columns of /layer_sweep, in the order moefin writes them
-# (experiments/results/chain_tables.cpp).
+# (experiments/report/chain_tables.cpp).
 LAYER_FIELDS = [
     ("shape", "S40"), ("H", "<i8"), ("I", "<i8"), ("E", "<i8"), ("K", "<i8"),
     ("activation", "S8"), ("T", "<i8"), ("finalize", "S12"), ("placement", "S16"),

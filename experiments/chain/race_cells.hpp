@@ -5,7 +5,7 @@
 #include "core/chain/presets.hpp"
 #include "core/chain/shape.hpp"
 #include "core/chain/verifier_chain.hpp"
-#include "core/h5store.hpp"
+#include "core/store/h5store.hpp"
 
 #include <cstdint>
 #include <string>

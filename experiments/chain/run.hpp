@@ -6,7 +6,7 @@
 #include "core/chain/shape.hpp"
 #include "core/chain/verifier_chain.hpp"
 #include "core/cli.hpp"
-#include "core/h5store.hpp"
+#include "core/store/h5store.hpp"
 #include "kernels/chain/chain.hpp"
 
 #include <cstdint>

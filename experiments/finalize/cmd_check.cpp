@@ -7,7 +7,7 @@
 
 #include "core/cli.hpp"
 #include "core/device_info.hpp"
-#include "core/h5store.hpp"
+#include "core/store/h5store.hpp"
 #include "core/rng.hpp"
 #include "experiments/commands.hpp"
 #include "experiments/finalize/cases.hpp"

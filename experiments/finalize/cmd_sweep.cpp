@@ -11,7 +11,7 @@
 #include "core/cli.hpp"
 #include "core/device_info.hpp"
 #include "core/finalize_inputs.hpp"
-#include "core/h5store.hpp"
+#include "core/store/h5store.hpp"
 #include "core/rng.hpp"
 #include "core/stats.hpp"
 #include "experiments/commands.hpp"
@@ -23,7 +23,7 @@
 #include "experiments/harness/run_limit.hpp"
 #include "experiments/harness/shard_run.hpp"
 #include "experiments/harness/timing_rounds.hpp"
-#include "experiments/results/finalize_tables.hpp"
+#include "experiments/report/finalize_tables.hpp"
 
 #ifdef MOEFIN_HAVE_CUDA
 #include "experiments/finalize/device_case.hpp"

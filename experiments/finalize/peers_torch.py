@@ -40,7 +40,7 @@ VARIANTS = ["torch_gather", "torch_bmm"]
 
 STORE_FIELDS = [("key", "S160"), ("sample_offset", "<i8"), ("sample_count", "<i8")]
 # The columns of /finalize_sweep, in the order moefin writes them
-# (experiments/results/finalize_tables.cpp).
+# (experiments/report/finalize_tables.cpp).
 SWEEP_FIELDS = [
     ("H", "<i8"), ("T", "<i8"), ("K", "<i8"), ("weights", "S8"), ("mode", "S4"), ("l2", "S8"),
     ("variant", "S28"), ("dispatch", "S16"), ("dispatch_device", "S16"), ("in_regime", "<i8"),

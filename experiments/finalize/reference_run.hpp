@@ -4,7 +4,7 @@
 
 #include "core/finalize_inputs.hpp"
 #include "core/fp8.hpp"
-#include "core/h5store.hpp"
+#include "core/store/h5store.hpp"
 #include "core/layout.hpp"
 
 #include <string>

@@ -17,7 +17,7 @@
 #include "core/chain/presets.hpp"
 #include "core/chain/shape.hpp"
 #include "core/cli.hpp"
-#include "core/h5store.hpp"
+#include "core/store/h5store.hpp"
 #include "core/ops/errors.hpp"
 #include "core/rng.hpp"
 #include "core/stats.hpp"
@@ -25,7 +25,7 @@
 #include "experiments/commands.hpp"
 #include "experiments/harness/progress.hpp"
 #include "experiments/harness/run_limit.hpp"
-#include "experiments/results/gemm_tables.hpp"
+#include "experiments/report/gemm_tables.hpp"
 #include "kernels/gemm/decode.hpp"
 #include "kernels/gemm/decode_candidates.hpp"
 

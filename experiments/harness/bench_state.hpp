@@ -12,7 +12,7 @@
 // the same interleaved rounds); its *rows* are the combinations of the row axes (e.g. mode x L2
 // x variant). Ratios pair a row with another row of the same unit.
 
-#include "core/h5store.hpp"
+#include "core/store/h5store.hpp"
 #include "experiments/harness/progress.hpp"
 #include "experiments/harness/run_limit.hpp"
 

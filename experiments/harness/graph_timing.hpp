@@ -2,7 +2,7 @@
 // Timing of CUDA graphs for the sweeps (CUDA builds only): interleaved rounds and the copy
 // bandwidth every bandwidth figure is compared with.
 
-#include "core/h5store.hpp"
+#include "core/store/h5store.hpp"
 #include "core/stats.hpp"
 #include "experiments/harness/device_buffer.hpp"
 #include "experiments/harness/timing_rounds.hpp"

@@ -8,7 +8,7 @@
 
 #include "core/cli.hpp"
 #include "core/device_pick.hpp"
-#include "core/h5store.hpp"
+#include "core/store/h5store.hpp"
 #include "core/shard.hpp"
 
 #include <functional>

@@ -2,7 +2,7 @@
 // plain stream launches and inside one CUDA graph, with the stale reads each one shows.
 
 #include "core/device_info.hpp"
-#include "core/h5store.hpp"
+#include "core/store/h5store.hpp"
 #include "experiments/commands.hpp"
 #include "experiments/harness/bench_state.hpp"
 

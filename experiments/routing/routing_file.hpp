@@ -3,7 +3,7 @@
 // routing and its layout are stored in (data/README.md, group /route).
 
 #include "core/cli.hpp"
-#include "core/h5store.hpp"
+#include "core/store/h5store.hpp"
 #include "core/routing.hpp"
 
 #include <map>

@@ -96,7 +96,7 @@ namespace decode {
 /// a k slice of an odd number of warp-stages ends in a stage whose second half is not loaded
 /// (its copies read nothing) and not computed (`tail`).
 /// The "stage-mix: unit" comments mark the code that runs once per unit, not once per stage
-/// (begin, end, or one line): scripts/sass_stage_mix.py counts the main loop's instructions
+/// (begin, end, or one line): tools/sass/sass_stage_mix.py counts the main loop's instructions
 /// outside them as the cost of one pipeline stage.
 template <WeightFormat kF, int kNT, bool kMath, int kS,
           fp4::ScaleLayout kScales = fp4::ScaleLayout::kRowMajor, bool kLean = false,

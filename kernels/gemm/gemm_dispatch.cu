@@ -1,23 +1,10 @@
-// gemm::run: validation, tile_m as a template parameter, and launch.
+// gemm::run: tile_m as a template parameter, and launch; the validation is host code
+// (gemm_select.cpp).
 
 #include "core/ops/ranges.hpp"
 #include "kernels/gemm/gemm_kernels.cuh"
 
 namespace moefin::gemm {
-
-void validate(GroupedGemmParams const& p) {
-  ranges::check_multiple("gemm n", p.n, Policy::kTileN);
-  ranges::check_multiple("gemm k", p.k, Policy::kStepK);
-  if (p.tile_m != 16 && p.tile_m != 32 && p.tile_m != 64 && p.tile_m != 128)
-    throw InputError("gemm tile_m: value " + std::to_string(p.tile_m) +
-                     " not one of {16, 32, 64, 128}");
-  ranges::check_multiple("gemm max_rows (a multiple of tile_m)", p.max_rows, p.tile_m);
-  ranges::check_range<std::int64_t>("gemm ldc", p.ldc, p.n, 1 << 20);
-  ranges::check_multiple("gemm ldc", p.ldc, 2);
-  ranges::check_range<std::int64_t>("gemm num_local_experts", p.num_local_experts, 1, 1 << 16);
-  if (!p.a || !p.b || !p.c || !p.cta_to_expert || !p.total_padded_rows)
-    throw InputError("gemm: a buffer pointer is null");
-}
 
 std::int64_t num_ctas(GroupedGemmParams const& p, int ctas_per_sm) {
   constexpr std::int64_t kWarps = Policy::kThreads / 32;

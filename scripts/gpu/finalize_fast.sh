@@ -10,7 +10,7 @@
 #   finalize_fast_candidates.h5  the policy measurement: small_batch_v2's geometry candidates at
 #                                T = 1..8, H = 1024..7168, K = 6..32 (bf16), modes a and b with
 #                                the entry trigger (mode b with the exit trigger when it fits)
-#   small_batch_v2_table.hpp     the table scripts/v2_policy.py made from it (commit it as
+#   small_batch_v2_table.hpp     the table tools/small_batch_v2_policy.py made from it (commit it as
 #                                kernels/finalize/small_batch_v2_table.hpp); moefin is rebuilt
 #                                with it before the comparison
 #   finalize_fast_sweep.h5       the comparison in the same interleaved rounds (7 of 100 launches),
@@ -147,7 +147,7 @@ if [[ -f $cand ]] && [[ $skip != *,candidates,* ]] && fits $((35 + later)) "cand
 fi
 table=$OUT/small_batch_v2_table.hpp
 # Run in $OUT so that the table's provenance names the file as it comes back (with its sha256).
-if [[ -f $cand && $skip != *,candidates,* ]] && (cd "$OUT" && python3 "$OLDPWD/scripts/v2_policy.py" ${FINALIZE_FAST_CAND_PRIOR:-} "$(basename "$cand")" \
+if [[ -f $cand && $skip != *,candidates,* ]] && (cd "$OUT" && python3 "$OLDPWD/tools/small_batch_v2_policy.py" ${FINALIZE_FAST_CAND_PRIOR:-} "$(basename "$cand")" \
   --out "$table") >>"$log" 2>&1; then
   cp "$table" kernels/finalize/small_batch_v2_table.hpp
   if [[ -f $build/CMakeCache.txt ]]; then

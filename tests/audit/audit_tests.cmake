@@ -27,8 +27,8 @@ if(MOEFIN_ENABLE_CUDA)
     DEPENDS ${PROJECT_SOURCE_DIR}/kernels/permute/permute_kernels.cuh
             ${PROJECT_SOURCE_DIR}/kernels/common/pdl_stage.cuh)
 
-  # Parameter layouts from the headers, offsets from the compiler (scripts/audit/struct_layout.py).
-  set(_layout_tool ${PROJECT_SOURCE_DIR}/scripts/audit/struct_layout.py)
+  # Parameter layouts from the headers, offsets from the compiler (tools/audit/struct_layout.py).
+  set(_layout_tool ${PROJECT_SOURCE_DIR}/tools/audit/struct_layout.py)
   set(_cases_layout ${MOEFIN_AUDIT_DIR}/pdl_cases_layout.json)
   add_custom_command(OUTPUT ${_cases_layout}
     COMMAND ${Python3_EXECUTABLE} ${_layout_tool} --compiler ${CMAKE_CUDA_COMPILER}

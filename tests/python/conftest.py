@@ -18,9 +18,21 @@ def moefin():
     return path
 
 
+TOOL_FOLDERS = ("tools", "tools/sass", "tools/audit")
+
+
+def tool_path(name):
+    """tools/.../NAME.py: the first of TOOL_FOLDERS that holds it."""
+    for folder in TOOL_FOLDERS:
+        path = ROOT / folder / (name + ".py")
+        if path.is_file():
+            return path
+    raise FileNotFoundError(f"no tool {name}.py under {', '.join(TOOL_FOLDERS)}")
+
+
 def load_script(name):
-    """scripts/NAME.py as a module (the tools are scripts, not a package)."""
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / (name + ".py"))
+    """tools/.../NAME.py as a module (the tools are scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location(name, tool_path(name))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

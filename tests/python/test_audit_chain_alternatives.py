@@ -1,5 +1,5 @@
 """moefin audit --chain with a launch of several alternatives: the JSON's `chains` give every
-distinct chain's verdicts (scripts/audit/released_chain.py looks single choices up in them).
+distinct chain's verdicts (tools/audit/released_chain.py looks single choices up in them).
 Inputs: the test build's tests/audit/pdl_cases.sm_90.cubin (built with test_audit)."""
 import json
 import os

@@ -22,7 +22,7 @@ OLD_RANGE = re.compile(r"--(?!array\b)[a-z][a-z-]*[ =]['\"]?(\d+,)*\d+-\d+\b")
 # of past runs (data/, the goldens' provenance lines).
 ALLOWED = {"core/cli.cpp", "tests/test_cli.cpp", "tests/python/test_flag_vocabulary.py"}
 SUFFIXES = {".sh", ".py", ".cpp", ".hpp", ".cu", ".md", ".ipynb"}
-FOLDERS = ("scripts", "tests", "analysis", "experiments", "core", "kernels", "notebooks")
+FOLDERS = ("scripts", "tools", "tests", "analysis", "experiments", "core", "kernels", "notebooks")
 
 
 def _files():

@@ -1,4 +1,4 @@
-"""scripts/fp4_pack_search.py (no GPU): no packed-word layout lets all four pairs out by
+"""tools/fp4_pack_search.py (no GPU): no packed-word layout lets all four pairs out by
 rotation, and the layout core/fp4.hpp uses is one of the cost-8 layouts the search lists."""
 import re
 import subprocess
@@ -14,7 +14,7 @@ def test_four_rotations_never_tile_the_word():
 
 
 def test_the_header_layout_is_a_cost_8_layout_of_the_search():
-    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "fp4_pack_search.py"), "--all"],
+    r = subprocess.run([sys.executable, str(ROOT / "tools" / "fp4_pack_search.py"), "--all"],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert "none exists" in r.stdout

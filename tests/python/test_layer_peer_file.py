@@ -59,9 +59,9 @@ def test_peer_shapes_carry_the_chains_names(moefin):
     assert {s["name"] for s in peer.SHAPES.values()} == names
 
 
-# scripts/layer_peer_names.py: a peer file of the old naming brought to the chain's names.
+# tools/layer_peer_names.py: a peer file of the old naming brought to the chain's names.
 _cspec = importlib.util.spec_from_file_location("layer_peer_names",
-                                                ROOT / "scripts" / "layer_peer_names.py")
+                                                ROOT / "tools" / "layer_peer_names.py")
 names = importlib.util.module_from_spec(_cspec)
 _cspec.loader.exec_module(names)
 
@@ -112,7 +112,7 @@ def test_names_script_maps_only_the_old_shape_names(tmp_path, moefin):
     assert new["key"][1].decode() == peer.row_key(peer.SHAPES["top-22"], 8, "grouped_mm")
     assert new["key"][0] == old["key"][0]
     with h5py.File(dst, "r") as f:
-        assert f.attrs["converted_by"] == "scripts/layer_peer_names.py"
+        assert f.attrs["converted_by"] == "tools/layer_peer_names.py"
         assert f.attrs["converted_sha256"] == names.sha256(src)
         assert OLD_TOP22 in f.attrs["conversion"]
     # moefin reads it, the top-22 row under the chain's name
@@ -122,7 +122,7 @@ def test_names_script_maps_only_the_old_shape_names(tmp_path, moefin):
 
 def test_names_script_refuses_unknown_shapes_and_an_existing_output(tmp_path):
     src = _old_peer_file(tmp_path / "odd.h5", [("top-8", "H6144/I512/E256/top-8/relu2")])
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "layer_peer_names.py"),
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "layer_peer_names.py"),
                            str(src), str(tmp_path / "out.h5")], capture_output=True, text=True)
     assert proc.returncode == 1
     assert "H6144/I512/E256/top-8/relu2' is not one of the peer's shapes" in proc.stderr
@@ -136,7 +136,7 @@ def test_names_script_refuses_unknown_shapes_and_an_existing_output(tmp_path):
 
 def test_converted_peer_is_the_raw_measurement_with_the_chains_names():
     """results/h200_decode_rowmajor/h200_layer_peer.h5 (data/h200's peer until 2026-12-05) =
-    results/h200_layer_peer/h200_layer_peer.h5 through scripts/layer_peer_names.py: the same
+    results/h200_layer_peer/h200_layer_peer.h5 through tools/layer_peer_names.py: the same
     values, top-22 under the chain's name."""
     src = ROOT / "results" / "h200_layer_peer" / "h200_layer_peer.h5"
     dst = ROOT / "results" / "h200_decode_rowmajor" / "h200_layer_peer.h5"

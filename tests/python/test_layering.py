@@ -5,7 +5,8 @@
   library: no CUDA, no Boost, no HDF5;
 - no CUDA unit (.cu, .cuh) needs Boost (the command line stays above the kernels);
 - experiments/ holds only main.cpp and the command table at its top; runners live in family
-  folders (harness, finalize, chain, pdl, routing, results, gemm, audit: `moefin audit`).
+  folders (harness: what every runner shares, and no command; demo, synthetic, finalize, chain,
+  pdl, routing, report, gemm, audit: `moefin audit`).
 """
 import pathlib
 import re
@@ -51,7 +52,8 @@ def test_cuda_units_need_no_boost():
     assert not bad, "; ".join(bad)
 
 
-FAMILIES = ("harness", "finalize", "chain", "pdl", "routing", "results", "gemm", "audit")
+FAMILIES = ("harness", "demo", "synthetic", "finalize", "chain", "pdl", "routing", "report", "gemm",
+            "audit")
 
 
 def test_experiments_runners_live_in_family_folders():
@@ -61,3 +63,31 @@ def test_experiments_runners_live_in_family_folders():
     unknown = [f for f in folders if f not in FAMILIES and f != "__pycache__"]
     # A new family is a new folder; name it in FAMILIES with what it holds.
     assert not unknown, f"experiments/ folders outside the families {FAMILIES}: {unknown}"
+
+
+def test_harness_is_a_floor_without_commands():
+    harness = files("experiments/harness")
+    assert harness
+    commands = [p.name for p in harness if p.name.startswith("cmd_")]
+    assert not commands, f"commands inside experiments/harness/: {commands}"
+    bad = [f"{p.name}: {name}" for p in harness for kind, name in includes(p)
+           if kind == '"' and name.startswith("experiments/")
+           and not name.startswith("experiments/harness/")]
+    assert not bad, "experiments/harness/ reaches up into the runners: " + "; ".join(bad)
+
+
+def test_audit_depends_on_the_pdl_model_only():
+    audit = files("audit")
+    assert audit, "no sources under audit/"
+    allowed = ("audit/", "core/pdl/", "core/ops/")
+    bad = [f"{p.name}: {name}" for p in audit for kind, name in includes(p)
+           if kind == '"' and not name.startswith(allowed)]
+    assert not bad, "audit/ includes outside itself and the PDL model: " + "; ".join(bad)
+
+
+def test_the_store_internals_stay_inside_the_store():
+    inner = "core/store/hdf5_file.hpp"
+    outside = [str(p.relative_to(ROOT)) for folder in ("core", "experiments", "tests", "audit")
+               for p in files(folder) if not str(p.relative_to(ROOT)).startswith("core/store/")
+               and any(name == inner for _, name in includes(p))]
+    assert not outside, f"{inner} included outside core/store/: {outside}"

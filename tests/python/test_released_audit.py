@@ -1,4 +1,4 @@
-"""results/audit/released_audit.h5 (scripts/audit/released.sh): its structure and provenance, the
+"""results/audit/released_audit.h5 (tools/audit/released.sh): its structure and provenance, the
 chain's counts against the launches file, and, where the cubin wheel is installed
 (FLASHINFER_CUBIN_DIR, .deps by scripts/setup.sh, or released.sh's cache), a fixed handful of its
 GEMM rows reproduced by auditing those cubins again."""
@@ -14,7 +14,7 @@ import pytest
 
 from conftest import ROOT, run
 
-sys.path.insert(0, str(ROOT / "scripts" / "audit"))
+sys.path.insert(0, str(ROOT / "tools" / "audit"))
 from released_summary import facts_columns  # noqa: E402  (the committed rows' columns)
 
 DATA = ROOT / "results" / "audit"
@@ -198,7 +198,7 @@ def test_a_handful_of_rows_reproduce_from_the_cubins(released, moefin, tmp_path)
     layout = tmp_path / "bmm.json"
     header = bmm / "include" / "trtllmGen_bmm_export" / "KernelParamsDecl.h"
     nvcc = os.environ.get("CUDACXX") or shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
-    subprocess.run([sys.executable, str(ROOT / "scripts/audit/struct_layout.py"), "--header",
+    subprocess.run([sys.executable, str(ROOT / "tools/audit/struct_layout.py"), "--header",
                     str(header), "--prelude", "#include <cuda.h>\n#include <cstdint>", "-I",
                     str(pathlib.Path(nvcc).resolve().parent.parent / "include"), "--struct",
                     "batchedGemm::KernelParams", "--kernel", "bmm_=params:KernelParams",

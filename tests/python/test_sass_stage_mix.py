@@ -1,7 +1,7 @@
-"""scripts/sass_stage_mix.py without a GPU or the CUDA tools: the stage-mix regions of the decode
+"""tools/sass/sass_stage_mix.py without a GPU or the CUDA tools: the stage-mix regions of the decode
 GEMM's source, the reader of `nvdisasm -gi` (source frames, labels), the main loop and the split
 of its instructions into one stage and once per unit, on a hand-written disassembly; and the
-ptxas -v reader it shares with scripts/sass_facts.py."""
+ptxas -v reader it shares with tools/sass/sass_facts.py."""
 import os
 import subprocess
 import sys
@@ -142,7 +142,7 @@ def test_the_tool_on_this_tree_counts_each_kernel_s_stage(tmp_path):
     if not (os.access(nvcc, os.X_OK) and os.access(nvdisasm, os.X_OK)):
         pytest.skip("nvcc or nvdisasm not installed (scripts/setup.sh installs nvdisasm)")
     out = tmp_path / "decode_sass.txt"
-    subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "sass_stage_mix.py"),
+    subprocess.run([sys.executable, os.path.join(ROOT, "tools", "sass", "sass_stage_mix.py"),
                     "--out", str(out), "--nvcc", nvcc, "--nvdisasm", nvdisasm], check=True,
                    capture_output=True, text=True)
     lines = out.read_text().splitlines()
