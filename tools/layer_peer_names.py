@@ -10,8 +10,8 @@ root gets `converted_by` (this script), `converted_from` (SRC as given), `conver
 (SRC's sha256), `conversion` (what was mapped) and `converted_date_utc`.
 
 usage: tools/layer_peer_names.py SRC DST [--overwrite]
-       (results/h200_decode_rowmajor/h200_layer_peer.h5, data/h200's peer until 2026-12-05,
-       came from results/h200_layer_peer/h200_layer_peer.h5)
+       (studies/decode_layer/rowmajor_scales/layer_peer.h5, data/h200's peer until 2026-12-05,
+       came from layer_peer_old_shape_names.h5 beside it)
 Exit status: 0 written; 1 SRC unreadable, not a peer file or with a shape the peer does not
 know, or DST exists without --overwrite; 2 bad usage.
 """

@@ -48,8 +48,9 @@ def cell(out, name, row_key, column):
 # file without mode_b_producer = pdl-wait is another chain (its producer neither PDL-launched nor
 # waiting): its rows count as mode b0, so mode b comes from the files of 2026-12-04 on.
 LATEST_SWEEP = H200 / "h200_released_sweep.h5"
-SWEEPS = [LATEST_SWEEP, H200 / "h200_v2_sweep.h5", H200 / "h200_v2w_sweep.h5",
-          H200 / "h200_v2p_sweep.h5", H200 / "h200_mode_b_sweep.h5"]
+SWEEPS = [LATEST_SWEEP, H200 / "h200_small_batch_v2_geometry_table_sweep.h5",
+          H200 / "h200_small_batch_v2_lane_layout_table_sweep.h5",
+          H200 / "h200_small_batch_v2_pdl_wait_producer_sweep.h5", H200 / "h200_mode_b_sweep.h5"]
 
 
 def _attr(f, name):

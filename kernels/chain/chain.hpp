@@ -50,8 +50,8 @@ int buffer_element_bytes(Buffer b);
 /// are also moved into warp-stage tiles (fp4::value_chunk_offset), read by the GEMMs launched
 /// wide only (decode_gemm_tiles_kernel, the `tiles` candidate). Unset, it is
 /// fp4::chain_value_layout: tiles with tiled scales (packed before them, which was measured faster
-/// than nibbles in every GEMM cell and layer row of results/h100_wpack/), nibbles with row-major
-/// ones.
+/// than nibbles in every GEMM cell and layer row of studies/fp4_packed_values/h100/), nibbles
+/// with row-major ones.
 class LayerWeights {
 public:
   LayerWeights(LayerShape const& shape, std::uint64_t seed,

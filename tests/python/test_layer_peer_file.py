@@ -135,11 +135,13 @@ def test_names_script_refuses_unknown_shapes_and_an_existing_output(tmp_path):
 
 
 def test_converted_peer_is_the_raw_measurement_with_the_chains_names():
-    """results/h200_decode_rowmajor/h200_layer_peer.h5 (data/h200's peer until 2026-12-05) =
-    results/h200_layer_peer/h200_layer_peer.h5 through tools/layer_peer_names.py: the same
-    values, top-22 under the chain's name."""
-    src = ROOT / "results" / "h200_layer_peer" / "h200_layer_peer.h5"
-    dst = ROOT / "results" / "h200_decode_rowmajor" / "h200_layer_peer.h5"
+    """studies/decode_layer/rowmajor_scales/layer_peer.h5 (data/h200's peer until 2026-12-05) =
+    layer_peer_old_shape_names.h5 beside it through tools/layer_peer_names.py: the same values,
+    top-22 under the chain's name. `converted_from` keeps the source's path at conversion time
+    (results/h200_layer_peer/, before the result folders became studies/)."""
+    study = ROOT / "studies" / "decode_layer" / "rowmajor_scales"
+    src = study / "layer_peer_old_shape_names.h5"
+    dst = study / "layer_peer.h5"
     old, new = _same_except_names(src, dst)
     mapped = {OLD_TOP22: peer.SHAPES["top-22"]["name"]}
     assert [mapped.get(s, s) for s in old["shape"].astype(str)] == new["shape"].astype(str).tolist()

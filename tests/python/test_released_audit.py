@@ -1,5 +1,5 @@
-"""results/audit/released_audit.h5 (tools/audit/released.sh): its structure and provenance, the
-chain's counts against the launches file, and, where the cubin wheel is installed
+"""studies/released_binaries_audit/released_audit.h5 (tools/audit/released.sh): its structure and
+provenance, the chain's counts against the launches file, and, where the cubin wheel is installed
 (FLASHINFER_CUBIN_DIR, .deps by scripts/setup.sh, or released.sh's cache), a fixed handful of its
 GEMM rows reproduced by auditing those cubins again."""
 import json
@@ -17,7 +17,7 @@ from conftest import ROOT, run
 sys.path.insert(0, str(ROOT / "tools" / "audit"))
 from released_summary import facts_columns  # noqa: E402  (the committed rows' columns)
 
-DATA = ROOT / "results" / "audit"
+DATA = ROOT / "studies" / "released_binaries_audit"
 FILE = DATA / "released_audit.h5"
 LAUNCHES = DATA / "released_nvfp4_launches.json"
 FACTS = ("waits_every_path", "wait_before_trigger", "trigger", "waiting_warps", "pre_wait_reads",

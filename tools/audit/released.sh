@@ -14,7 +14,8 @@
 #      choice of GEMM1 and GEMM2 tactic (released_chain.py: the tactics grouped into classes of
 #      equal PDL facts, moefin audit --chain over one tactic per class, then over every choice
 #      of random tactics without the classes to check the grouping).
-# Writes into OUTDIR (default out/audit/released): facts JSON and logs; then results/audit/
+# Writes into OUTDIR (default out/audit/released): facts JSON and logs; then into
+# studies/released_binaries_audit/ (the study of the released binaries):
 # released_nvfp4_launches.json and released_audit.h5 (tools/audit/released_summary.py).
 # Cost on 2 cores: compiling the released sources takes about 25 minutes of CPU time the first
 # time (the routing block file dominates; the cubins are kept in OUTDIR/cubins and reused); the
@@ -28,6 +29,7 @@ build=${MOEFIN_BUILD_DIR:-build}
 jobs=${MOEFIN_JOBS:-2}
 cache=${MOEFIN_CACHE_DIR:-$HOME/.cache/moefin}
 py_version=0.7.2.post1
+study_dir=studies/released_binaries_audit
 cubin_version=0.6.13
 mkdir -p "$out/cubins" "$out/layouts" "$cache/wheels" "$cache/released"
 log=$out/released_log.txt
@@ -128,7 +130,7 @@ python3 $layout --compiler "$nvcc" "${inc[@]}" --flag=--expt-relaxed-constexpr -
 
 # 4. Every NVFP4 GEMM cubin, grouped by threads per CTA; the compiled kernels.
 python3 tools/audit/released_launches.py --metainfo "$bmm/include/flashinferMetaInfo.h" \
-  --cubins "$bmm" --groups "$out/gemm_groups.txt" --out results/audit/released_nvfp4_launches.json
+  --cubins "$bmm" --groups "$out/gemm_groups.txt" --out "$study_dir"/released_nvfp4_launches.json
 machine="$(nproc) cores; load average before the scan: $(cut -d' ' -f1-3 /proc/loadavg)"
 start=$(date +%s)
 : > "$out/gemm_facts.list"
@@ -159,14 +161,14 @@ done
 # 5. The released flow, for every GEMM1 x GEMM2 tactic: classes of equal facts, the verifier per
 # class pair, and a sample of choices without the classes.
 py=${PYTHON:-.venv/bin/python}
-"$py" tools/audit/released_chain.py --work "$out" --launches results/audit/released_nvfp4_launches.json \
+"$py" tools/audit/released_chain.py --work "$out" --launches "$study_dir"/released_nvfp4_launches.json \
   --bmm "$bmm" --moefin "$moefin" --jobs "$jobs" \
   --kernel-cubins "$out/cubins/routing_custom_block.sm_100a.cubin" "$out/cubins/dev_kernel.sm_100a.cubin" \
   --layout "$out/layouts/bmm_kernel_params.json" --layout "$out/layouts/dev_kernel_params.json" \
   | tee -a "$log"
-"$py" tools/audit/released_summary.py --out results/audit/released_audit.h5 \
-  --work "$out" --launches results/audit/released_nvfp4_launches.json --python-version "$py_version" \
+"$py" tools/audit/released_summary.py --out "$study_dir"/released_audit.h5 \
+  --work "$out" --launches "$study_dir"/released_nvfp4_launches.json --python-version "$py_version" \
   --cubin-version "$cubin_version" --bmm "$bmm" --gemm-seconds "$gemm_seconds" --nvcc "$nvcc" \
   --compile-command "nvcc -cubin -arch=ARCH -std=c++17 --expt-relaxed-constexpr -w (include path: tools/audit/released.sh) SOURCE" \
   --one-kernel-seconds "$one_seconds" --one-kernel-cubin "$(basename "$one_cubin")" --machine "$machine"
-say "done: results/audit/released_audit.h5 (moefin show results/audit/released_audit.h5 --table released_chain)"
+say "done: $study_dir/released_audit.h5 (moefin show $study_dir/released_audit.h5 --table released_chain)"

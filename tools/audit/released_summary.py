@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""results/audit/released_audit.h5 from a run of tools/audit/released.sh: the facts of every
-audited NVFP4 batched-GEMM cubin and every compiled released kernel (with the package versions,
-tool versions and each cubin's sha256), and the chain's verdict over every choice of GEMM tactics
+"""studies/released_binaries_audit/released_audit.h5 from a run of tools/audit/released.sh: the
+facts of every audited NVFP4 batched-GEMM cubin and every compiled released kernel (with the
+package versions, tool versions and each cubin's sha256), and the chain's verdict over every choice of GEMM tactics
 (released_chain.py's classes of tactics, the verifier's verdict per class pair, the sample checked
 without the classes).
 
