@@ -20,7 +20,7 @@ _spec.loader.exec_module(peer)
 
 def _layer_columns_of_moefin():
     """The column names of chain_tables::layer_columns(), from its source."""
-    src = (ROOT / "experiments" / "results" / "chain_tables.cpp").read_text()
+    src = (ROOT / "experiments" / "report" / "chain_tables.cpp").read_text()
     body = src[src.index("std::vector<h5::Column> layer_columns()"):]
     body = body[:body.index("}")]
     return re.findall(r'(?:str|int|real)_col\("([A-Za-z_0-9]+)"', body)
