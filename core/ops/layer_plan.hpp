@@ -173,16 +173,15 @@ inline ChainFlavour const& moefin_flavour() {
 }
 
 /// The released flavour: the released FlashInfer routing block kernel, permuteKernel and
-/// activationKernel (flashinfer-python 0.7.2.post1;
-/// kernels/external/flashinfer/flashinfer_chain.hpp) around moefin's GEMMs. The contracts are the
-/// released code's (results/audit/released_audit.h5, docs/design/released.md, "The audit of the
-/// released binaries"): routing waits on every path, triggers right after its wait and writes every
-/// output after it, and writes neither expert_ids nor expert_counts nor expert_offsets (moefin's
-/// GEMMs and finalize read none of them); permute and activation trigger at entry, then wait, and
-/// read expanded_to_permuted after the wait. The released permute leaves padding rows of `permuted`
-/// unwritten and the released activation those of `act_out`; moefin's GEMMs skip them
-/// (permuted_to_token < 0). SwiGLU only: there is no released ReLU^2 kernel (FlashInfer fuses it
-/// into its GEMM1 epilogue).
+/// activationKernel (flashinfer-python 0.7.2.post1; kernels/external/flashinfer/flashinfer_chain.hpp)
+/// around moefin's GEMMs. The contracts are the released code's
+/// (studies/released_binaries_audit/released_audit.h5 and its README): routing waits on every
+/// path, triggers right after its wait and writes every output after it, and writes neither
+/// expert_ids nor expert_counts nor expert_offsets (moefin's GEMMs and finalize read none of them); permute and
+/// activation trigger at entry, then wait, and read expanded_to_permuted after the wait. The
+/// released permute leaves padding rows of `permuted` unwritten and the released activation
+/// those of `act_out`; moefin's GEMMs skip them (permuted_to_token < 0). SwiGLU only: there is no
+/// released ReLU^2 kernel (FlashInfer fuses it into its GEMM1 epilogue).
 inline ChainFlavour const& released_flavour() {
   using B = Buffer;
   ChainFlavour const& m = moefin_flavour();

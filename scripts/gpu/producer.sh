@@ -27,7 +27,7 @@
 # Time: seconds for the prebuilt binaries (MOEFIN_PREBUILT=1 scripts/device_prepare.sh), then
 # about 3 minutes (the sweeps' --estimate lines in the log say how long each should take).
 # Then, here: tools/small_batch_v2_policy.py <the candidate files, mode a's and mode b's>
-# (studies/small_batch_v2_policy/ names the files of today's table).
+# (studies/small_batch_v2_policy/README.md names the files of today's table).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 : "${OUT:?set OUT to the folder whose files come back}"
