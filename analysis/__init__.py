@@ -1,5 +1,6 @@
-"""moefin analysis: result files (HDF5, schema of data/README.md) from any number of GPUs plus the
-published tables, merged into per-architecture tables, figures, notebooks and one report.
+"""moefin analysis: result files (HDF5, schema of docs/reference/result-files.md) from any number of
+GPUs plus the published tables, merged into per-architecture tables, figures, notebooks and one
+report.
 
     python -m analysis report FILE_OR_DIR... --out DIR
 

@@ -37,8 +37,9 @@ def _parser():
     sub = p.add_subparsers(dest="command", required=True, metavar="report")
     r = sub.add_parser("report", help="write report.md, tables/ and figures/",
                        description="Reads every result file (directories are searched for "
-                       "*.h5 and *.hdf5), validates it against data/README.md, merges the files "
-                       "into one column per architecture (root attributes arch + gpu_name) "
+                       "*.h5 and *.hdf5), validates it against docs/reference/result-files.md, "
+                       "merges the files into one column per architecture (root attributes arch + "
+                       "gpu_name) "
                        "beside the published columns, and writes DIR/report.md, "
                        "DIR/tables/*.md|.tex and DIR/figures/*.png|.pdf (into a fresh folder "
                        "beside DIR, swapped in when complete).")
@@ -52,7 +53,7 @@ def _parser():
                    "(default), or every one")
     r.add_argument("--chains", default=str(CHAINS_DIR), metavar="DIR",
                    help="directory of the chain descriptions whose `measured` blocks hold the "
-                   f"H200 table of DESIGN.md section 3 (default: {CHAINS_DIR})")
+                   f"H200 table of docs/design/pdl.md (default: {CHAINS_DIR})")
     return p
 
 

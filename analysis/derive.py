@@ -1,6 +1,6 @@
-"""Result files derived from another one with h5py: a subset of the rows, some rows' samples
-scaled (as if a kernel got slower or faster), the rows reordered, root attributes changed. The
-derived file keeps the schema of data/README.md, so every reader takes it; what-if comparisons
+"""Result files derived from another one with h5py: a subset of the rows, some rows' samples scaled
+(as if a kernel got slower or faster), the rows reordered, root attributes changed. The derived file
+keeps the schema of docs/reference/result-files.md, so every reader takes it; what-if comparisons
 (how large a change `compare` calls slower on this file's noise) and the tests use it.
 
     derive("sweep.h5", "what_if.h5", scale=scaled("small_batch", 1.1))

@@ -1,12 +1,12 @@
 """Derived statistics of result tables, the one place they are computed for files that lack them.
 
-The writers store every derived statistic once (data/README.md): /finalize_sweep the paired ratio
-of each row against its baseline (`speedup_vs_scalar`, `speedup_lo`, `speedup_hi`) and, for the
-ablations, against the full kernel (`ablation_ratio`, `ablation_lo`, `ablation_hi`);
-/layer_sweep `speedup_finalize` and `speedup_placement`. The tables read those columns. Files
-written before a column existed get it here, computed from the raw samples the same way (median
-over rounds of the paired ratio; the ratio of medians when rounds cannot be paired), with NaN
-intervals: the bootstrap of the writer is not repeated.
+The writers store every derived statistic once (docs/reference/experiment-tables.md):
+/finalize_sweep the paired ratio of each row against its baseline (`speedup_vs_scalar`,
+`speedup_lo`, `speedup_hi`) and, for the ablations, against the full kernel (`ablation_ratio`,
+`ablation_lo`, `ablation_hi`); /layer_sweep `speedup_finalize` and `speedup_placement`. The tables
+read those columns. Files written before a column existed get it here, computed from the raw samples
+the same way (median over rounds of the paired ratio; the ratio of medians when rounds cannot be
+paired), with NaN intervals: the bootstrap of the writer is not repeated.
 """
 import numpy as np
 

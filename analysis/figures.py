@@ -76,7 +76,8 @@ def save(fig, out_dir, stem):
     return paths
 
 
-REGIME_CTAS = 1184  # data/README.md, /finalize_sweep `in_regime`: ceil(H/256) * T < 1184
+# docs/reference/experiment-tables.md, /finalize_sweep `in_regime`: ceil(H/256) * T < 1184
+REGIME_CTAS = 1184
 
 
 def in_regime(H, T):
@@ -290,11 +291,11 @@ def _panel_label(condition):
 
 
 def race_figure(result, preset):
-    """The race matrix of one preset, one panel per condition (e.g. carveout) side by side:
-    rows are the trigger placements in the order measured, columns finalize's metadata
-    placement x injected delay; gray = share of iterations with a mismatch, a hatched and boxed
-    cell = the expected verdict is race (data/README.md; verifier column, else the DESIGN.md
-    section 3 rule)."""
+    """The race matrix of one preset, one panel per condition (e.g. carveout) side by side: rows are
+    the trigger placements in the order measured, columns finalize's metadata placement x injected
+    delay; gray = share of iterations with a mismatch, a hatched and boxed cell = the expected
+    verdict is race (docs/reference/experiment-tables.md; verifier column, else the ordering rule
+    of docs/design/pdl.md)."""
     t = result.table("race_matrix").where(preset=preset)
     expected, _, source = race_expectations(t)
     order = {c: n for n, c in enumerate(result.conditions.get("race_matrix", [""]))}
@@ -345,7 +346,7 @@ def race_figure(result, preset):
     axes[0].set_ylabel("trigger placements of permute (p), gemm1 (g1), act (a), gemm2 (g2)",
                        fontsize=7)
     fig.colorbar(image, ax=list(axes)).set_label("mismatching iterations / iterations")
-    verdict = "verifier" if "rule" not in source else "DESIGN.md section 3 rule"
+    verdict = "verifier" if "rule" not in source else "ordering rule"
     fig.legend(handles=[Patch(facecolor="white", edgecolor="black", hatch="///",
                               label=f"expected race ({verdict})"),
                         Patch(facecolor="white", edgecolor="0.7", label="expected ordered")],

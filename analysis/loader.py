@@ -1,4 +1,4 @@
-"""Reading and validating result files against the schema of data/README.md.
+"""Reading and validating result files against the schema of docs/reference/result-files.md.
 
 Every problem with a file becomes one ResultFileError naming it; nothing half-read leaks out.
 Everything is checked before it is read: links are plain (no soft or external links, which can
@@ -22,8 +22,8 @@ STATES = ("complete", "incomplete")
 STORE_FIELDS = ("key", "sample_offset", "sample_count")
 SUFFIXES = (".h5", ".hdf5")
 
-# What a moefin file holds at most; beyond this a file is damaged or hostile and is rejected
-# before anything of that size is allocated (the C++ reader, core/store/hdf5_file.cpp, uses the same).
+# What a moefin file holds at most; beyond this a file is damaged or hostile and is rejected before
+# anything of that size is allocated (the C++ reader, core/store/hdf5_file.cpp, uses the same).
 MAX_ATTR_BYTES = 1 << 20
 MAX_ATTRIBUTES = 4096
 MAX_MEMBERS = 4096
@@ -33,7 +33,7 @@ MAX_STRING_COLUMN = 4096
 MAX_DEFLATE_RATIO = 1100.0
 KNOWN_FILTERS = {1, 2, 3}  # deflate, shuffle, fletcher32
 
-# The columns this package reads from each experiment table (data/README.md, "Experiment
+# The columns this package reads from each experiment table (docs/reference/experiment-tables.md,
 # tables"), with their kind: i = int64, f = float64, s = fixed-length string. Writers may add
 # columns; a table that lacks one of these cannot be analysed and is rejected.
 REQUIRED_COLUMNS = {
@@ -55,9 +55,9 @@ REQUIRED_COLUMNS = {
                   "stale_pre_wait": "i", "stale_post_wait": "i"},
 }
 
-# /layer_sweep `weights_format` (data/README.md): the GEMMs and weights of the layer. Files
-# written before the column have none (or empty values): the tiled bf16 GEMM, except the torch
-# peer's rows, whose weights are bf16.
+# /layer_sweep `weights_format` (docs/reference/experiment-tables.md): the GEMMs and weights of the
+# layer. Files written before the column have none (or empty values): the tiled bf16 GEMM, except
+# the torch peer's rows, whose weights are bf16.
 WEIGHTS_FORMATS = ("bf16-tiled", "bf16", "fp4")
 DEFAULT_WEIGHTS_FORMAT = "bf16-tiled"
 # Peer files written before the peer took the chain's shape names end top-22's with its
@@ -326,7 +326,8 @@ def _layer_columns(path, columns):
     bad = sorted(set(fmt.tolist()) - set(WEIGHTS_FORMATS))
     if bad:
         raise ResultFileError(path, f"/layer_sweep column 'weights_format': '{bad[0][:40]}' is not "
-                                    f"one of {', '.join(WEIGHTS_FORMATS)} (data/README.md)")
+                                    f"one of {', '.join(WEIGHTS_FORMATS)} "
+                                    "(docs/reference/experiment-tables.md)")
     columns["weights_format"] = fmt.astype(str)
     shapes = columns["shape"].astype(str).tolist()
     acts = columns["activation"].astype(str).tolist() if "activation" in columns else [None] * n
@@ -445,10 +446,11 @@ def load_result_file(path):
     return ResultFile(path, provenance, tables, timelines, other)
 
 
-# Root attribute naming how mode b's producer was launched (DESIGN.md section 5): "pdl-wait"
-# (with the PDL attribute, waiting at entry, as GEMM2). Files without it ("plain": no attribute,
-# no wait) measured another chain; their mode b rows are read as mode "b0", as `moefin sweep
-# finalize --print` and `moefin compare` do, so that no table pools the two.
+# Root attribute naming how mode b's producer was launched
+# (docs/design/experiments.md#finalize-sweep): "pdl-wait" (with the PDL attribute, waiting at entry,
+# as GEMM2). Files without it ("plain": no attribute, no wait) measured another chain; their mode b
+# rows are read as mode "b0", as `moefin sweep finalize --print` and `moefin compare` do, so that no
+# table pools the two.
 PRODUCER_ATTR = "mode_b_producer"
 _MODE_B_KEY = re.compile(r"(^|,)mode=b(,|$)")
 

@@ -1,5 +1,5 @@
-"""PDL facts the report sets beside the measurements: the derived ordering rule of DESIGN.md
-section 3 for a race-matrix cell, and the H200 table of that section as the chain descriptions
+"""PDL facts the report sets beside the measurements: the derived ordering rule of
+docs/design/pdl.md for a race-matrix cell, and the H200 table of that page as the chain descriptions
 in data/chains/ record it (`source` names the table row, `measured` holds its stale-read counts).
 """
 import json
@@ -17,7 +17,7 @@ BETWEEN = ("permute", "gemm1", "act", "gemm2")  # the kernels between routing an
 
 def race_cell_rule(triggers, meta):
     """'ordered', 'race' or 'unknown' for one `/race_matrix` cell, by the derived rule of
-    DESIGN.md section 3 (data/README.md, "Rules").
+    docs/design/pdl.md#the-ordering-rule (docs/design/verification.md).
 
     In a `moefin race` cell every kernel is launched with PDL and waits on every path, and the
     only reads before a wait are finalize's routing metadata (meta=before). Those are ordered
@@ -71,7 +71,7 @@ def _chain_signature(kernels):
 
 
 class DesignRow:
-    """One row of the H200 table of DESIGN.md section 3."""
+    """One row of the H200 table of docs/design/pdl.md#measured-on-an-h200."""
 
     def __init__(self, row, chain_file, description, signature, expected, runs, pre, post):
         self.row = row
@@ -83,7 +83,7 @@ class DesignRow:
 
 
 def load_design_table(chains_dir):
-    """The DESIGN.md section 3 rows recorded in `chains_dir` (h200_*.json with a `measured`
+    """The H200 table's rows recorded in `chains_dir` (h200_*.json with a `measured`
     block and a source naming 'row N'), ordered by row; [] when the directory is absent."""
     rows = []
     directory = pathlib.Path(chains_dir)
@@ -92,7 +92,7 @@ def load_design_table(chains_dir):
             chain = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
             raise ResultFileError(path, f"cannot read the chain description: {e}") from None
-        m = re.search(r"DESIGN\.md section 3.*; row (\d+)", chain.get("source", ""))
+        m = re.search(r"H200 table\b.*; row (\d+)", chain.get("source", ""))
         measured = chain.get("measured")
         if m is None or not measured:
             continue

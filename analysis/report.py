@@ -29,7 +29,7 @@ class Report:
     missing: list = field(default_factory=list)  # what no file measured yet
     merging: list = field(default_factory=list)  # how rows of several files were combined
     figures: list = field(default_factory=list)
-    design: list = field(default_factory=list)  # pdl.DesignRow of DESIGN.md section 3
+    design: list = field(default_factory=list)  # pdl.DesignRow: the H200 table of docs/design/pdl.md
 
     def table(self, name):
         for t in self.tables:
@@ -194,7 +194,7 @@ def write_report(report, out_dir, log=None, timelines="representative",
     return path
 
 
-# Every name the report writes under its output directory (also in data/README.md).
+# Every name the report writes under its output directory (also in docs/reference/result-files.md).
 FILES_WRITTEN = (
     ("report.md", "this report: inputs, architectures, what is not measured, every table and "
                   "figure"),

@@ -1,4 +1,5 @@
-"""Synthetic result files: the schema of data/README.md written with h5py, with known values.
+"""Synthetic result files: the schema of docs/reference/result-files.md written with h5py, with
+known values.
 
 Tests recompute every table number from the formulas here (known_*), and a "new GPU" is a
 synthetic file with other root attributes (arch, gpu_name) and another `factor`. The files are

@@ -1,6 +1,6 @@
 """The report's tables, computed from merged per-architecture results and the published CSVs.
 
-Conventions (data/README.md defines the columns):
+Conventions (docs/reference/experiment-tables.md defines the columns):
 - finalize speedups are the table's own `speedup_vs_scalar` (the paired per-round ratio the
   sweep computed), summarized over H x in-regime T x bf16/fp32 weights by the median, with the
   minimum in parentheses, as the seed publishes them;
@@ -192,12 +192,12 @@ def mode_table(results):
     table = Table("finalize_speedup_modes",
                   "Finalize only per launch mode: small_batch vs scalar, median (min)",
                   ["top-K"], columns,
-                  notes=["Modes (data/README.md): a = back-to-back launches, PDL on (the seed's "
-                         "protocol); b = producer then finalize in each graph step, PDL on, "
-                         "producer-alone time subtracted, the producer PDL-launched and waiting "
-                         "at entry (files without mode_b_producer = pdl-wait measured mode b0, "
-                         "not shown); c = back-to-back, PDL off. "
-                         "hot/cold = L2 state. Median over H x in-regime T x weights."])
+                  notes=["Modes (docs/design/experiments.md): a = back-to-back launches, PDL on "
+                         "(the seed's protocol); b = producer then finalize in each graph step, "
+                         "PDL on, producer-alone time subtracted, the producer PDL-launched and "
+                         "waiting at entry (files without mode_b_producer = pdl-wait measured mode "
+                         "b0, not shown); c = back-to-back, PDL off. hot/cold = L2 state. Median "
+                         "over H x in-regime T x weights."])
     for k in ks:
         table.add_row(k, [summary_cell(finalize_speedups(t, k, mode, l2))
                           for t, mode, l2 in specs])
@@ -646,7 +646,7 @@ def equivalence_tables(results):
 
 def race_expectations(t):
     """Per row of a /race_matrix: the verdict to compare with (the file's `verifier` column
-    where it holds one, else the DESIGN.md section 3 rule) and where it came from."""
+    where it holds one, else the ordering rule of docs/design/pdl.md) and where it came from."""
     rule = [race_cell_rule(a, b) for a, b in zip(t["triggers"].tolist(), t["meta"].tolist())]
     verifier = t["verifier"].tolist()
     expected = [v if v in ("race", "ordered") else r for v, r in zip(verifier, rule)]
@@ -659,10 +659,11 @@ def _verdict_source_text(source):
     if n_rule == 0:
         return "expected = the file's verifier column (moefin verify on the cell's chain)"
     if n_rule == len(source):
-        return ("expected = the DESIGN.md section 3 rule applied to the cell's trigger placements "
-                "(the files' verifier column reads 'unknown': not connected to moefin verify)")
-    return (f"expected = the file's verifier column, or the DESIGN.md section 3 rule for the "
-            f"{n_rule} cells it marks 'unknown'")
+        return ("expected = the ordering rule (docs/design/pdl.md) applied to the cell's trigger "
+                "placements (the files' verifier column reads 'unknown': not connected to moefin "
+                "verify)")
+    return (f"expected = the file's verifier column, or the ordering rule (docs/design/pdl.md) "
+            f"for the {n_rule} cells it marks 'unknown'")
 
 
 def race_tables(results):
@@ -741,25 +742,27 @@ def _condition_note(r, group):
 
 
 def pdl_probe_tables(results, design):
-    """/pdl_probe beside the H200 table of DESIGN.md section 3 (from data/chains/)."""
+    """/pdl_probe beside the H200 table of docs/design/pdl.md (from data/chains/)."""
     tables = []
     for r, t in measured(results, "pdl_probe"):
         specs = list(_groups(t, ["launch", "delay_ns"]))  # (launch, delay) column groups
-        columns = ["DESIGN.md pre-wait", "DESIGN.md post-wait"]
+        columns = ["H200 table pre-wait", "H200 table post-wait"]
         for launch, delay in specs:
             columns += [f"{launch} pre-wait (d={int(delay)} ns)",
                         f"{launch} post-wait (d={int(delay)} ns)"]
         columns.append("verifier (chain file)")
         table = Table(f"pdl_probe_{r.column.slug}",
                       f"Stale reads of a consumer before and after its wait on {r.column.label} "
-                      f"(/pdl_probe), beside DESIGN.md section 3", ["row", "chain"], columns,
+                      f"(/pdl_probe), beside the H200 table of docs/design/pdl.md",
+                      ["row", "chain"], columns,
                       notes=["Cells: iterations with a stale read / iterations. The producer "
                              "triggers at entry (unless the chain says at end) and writes after "
                              "the delay d; 'stream': plain stream launches, 'graph': one CUDA "
-                             "graph. DESIGN.md: the H200 table of its section 3 as the chain "
-                             "descriptions in data/chains/ record it (`measured`); verifier: the "
-                             "verdict of `moefin verify` those descriptions expect (`expected`). "
-                             "Probe chains are matched to the rows by their trigger order."])
+                             "graph. H200 table: the measurements of docs/design/pdl.md as the "
+                             "chain descriptions in data/chains/ record it (`measured`); verifier: "
+                             "the verdict of `moefin verify` those descriptions expect "
+                             "(`expected`). Probe chains are matched to the rows by their trigger "
+                             "order."])
         probe = {}
         for i, chain in enumerate(t["chain"].tolist()):
             probe.setdefault(probe_signature(chain), {})[

@@ -1,5 +1,5 @@
 #pragma once
-// The PDL facts of one kernel from its SASS (DESIGN.md section 3): whether every path waits
+// The PDL facts of one kernel from its SASS (docs/design/pdl.md): whether every path waits
 // (ACQBULK = griddepcontrol.wait) and whether every path waits before it triggers (PREEXIT =
 // griddepcontrol.launch_dependents), with a witness path where not; every global access with
 // the parameter its address derives from and where it may run relative to the executing

@@ -1,8 +1,8 @@
 #pragma once
-// A launches file (`moefin audit --chain LAUNCHES.json`, format in data/README.md "Launches
-// files"): the kernels of a stream in launch order by symbol, whether each is launched with the
-// PDL attribute, its parameter values and block size, and which of its parameters name which
-// buffer of the chain. Composed with the audited kernels into a chain description of the
+// A launches file (`moefin audit --chain LAUNCHES.json`, format in docs/reference/launches-json.md
+// "Launches files"): the kernels of a stream in launch order by symbol, whether each is launched
+// with the PDL attribute, its parameter values and block size, and which of its parameters name
+// which buffer of the chain. Composed with the audited kernels into a chain description of the
 // verifier (core/pdl), each kernel being its audited fragment.
 
 #include "audit/audit.hpp"
@@ -88,9 +88,9 @@ std::vector<std::vector<std::string>> launch_fragment(Launches const& l, std::si
                                                       AuditedKernel const& k,
                                                       std::vector<std::string>* unmapped = nullptr);
 
-/// For a pre-wait read of `reader` (kernel index) racing or ordered against an earlier
-/// kernel `writer`: the kernel that links them by DESIGN.md section 3's rule (the first one in
-/// between that waits before it triggers on every path, or is launched without PDL, with every
+/// For a pre-wait read of `reader` (kernel index) racing or ordered against an earlier kernel
+/// `writer`: the kernel that links them by the ordering rule of docs/design/pdl.md (the first one
+/// in between that waits before it triggers on every path, or is launched without PDL, with every
 /// kernel before it waiting on every path), or -1.
 int linking_kernel(pdl::Chain const& c, int writer, int reader);
 

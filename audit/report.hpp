@@ -1,6 +1,6 @@
 #pragma once
 // How `moefin audit` shows what it found: one table line per kernel, notes under the table,
-// the JSON facts (`--json`, format in data/README.md "Audit facts"), and each kernel as a
+// the JSON facts (`--json`, format in docs/reference/audit-files.md), and each kernel as a
 // fragment in the verifier's chain format (core/pdl/chain.hpp: paths of read/write/wait/trigger
 // ops), its buffers named by a mapping from parameters or by the parameters' own names.
 

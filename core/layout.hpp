@@ -1,5 +1,5 @@
 #pragma once
-// Routing of one MoE layer and the permuted layout derived from it (DESIGN.md section 1).
+// Routing of one MoE layer and the permuted layout derived from it (docs/design/computation.md).
 // Host data; device code receives raw pointers to copies of these arrays.
 
 #include <cstdint>
@@ -41,7 +41,7 @@ void validate_routing(Routing const& routing);
 /// Throws InputError naming --local-experts unless 0 <= begin <= E and 0 <= count <= E - begin.
 void check_local_range(std::int64_t begin, std::int64_t count, std::int64_t num_experts);
 
-/// The exact routing outputs (DESIGN.md section 1) for local experts
+/// The exact routing outputs (docs/design/computation.md) for local experts
 /// [local_begin, local_begin + num_local); num_local < 0 means every expert is local.
 /// Rows are grouped by local expert ascending, by token ascending inside a group; each group is
 /// padded to a multiple of `tile` (an expert with no token takes no rows).

@@ -1,6 +1,6 @@
 #pragma once
-// Seeded routing generators (DESIGN.md section 1). Every random draw goes through moefin::Rng, so
-// a seed names the same routing on every machine.
+// Seeded routing generators (docs/design/computation.md). Every random draw goes through
+// moefin::Rng, so a seed names the same routing on every machine.
 
 #include "core/layout.hpp"
 #include "core/ops/routing_params.hpp"

@@ -76,8 +76,9 @@ std::vector<int> partition_by_cost(std::vector<std::int64_t> const& cost, int sh
 std::string grid_fingerprint(std::string const& command, std::string const& settings,
                              std::vector<std::string> const& keys);
 
-/// Names a shard's result file uses (data/README.md, "Sharded runs"): root attributes, the two
-/// tables every shard writes, and the group attribute of tables each shard measures on its own.
+/// Names a shard's result file uses (docs/reference/result-files.md, "Sharded runs and merging"):
+/// root attributes, the two tables every shard writes, and the group attribute of tables each shard
+/// measures on its own.
 namespace names {
 inline constexpr char const* kIndex = "shard_index";
 inline constexpr char const* kCount = "shard_count";

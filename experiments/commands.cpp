@@ -29,7 +29,7 @@ std::vector<Command> const& commands() {
        cmd::sweep_gemm},
       {"sweep routing", "routing implementations side by side at decode token counts (GPU)",
        cmd::sweep_routing},
-      {"pdl-probe", "producer/middle/consumer chains of DESIGN.md 3: stale reads on this GPU",
+      {"pdl-probe", "producer/middle/consumer chains of the H200 table: stale reads on this GPU",
        cmd::pdl_probe},
       {"merge", "the shard files of a sharded sweep (--shard, launchers) into one result file",
        cmd::merge},

@@ -1,8 +1,8 @@
 #pragma once
-// Kokkos reference of the finalize operation (DESIGN.md section 1), host execution space
-// (Kokkos::DefaultHostExecutionSpace, implied). Same params as the CUDA path
-// (core/ops/finalize_params.hpp), with host pointers. Every call checks its params
-// (throws InputError naming the field) and fences before returning.
+// Kokkos reference of the finalize operation (docs/design/computation.md#finalize), host execution
+// space (Kokkos::DefaultHostExecutionSpace, implied). Same params as the CUDA path
+// (core/ops/finalize_params.hpp), with host pointers. Every call checks its params (throws
+// InputError naming the field) and fences before returning.
 
 #include "core/ops/finalize_params.hpp"
 

@@ -1,5 +1,5 @@
 #pragma once
-// Kokkos reference of routing from router scores (DESIGN.md section 1), host execution space
+// Kokkos reference of routing from router scores (docs/design/computation.md), host execution space
 // (implied). Same params as the CUDA routing kernels (core/ops/routing_params.hpp), host
 // pointers; `total_padded_rows` points to a host int.
 

@@ -1,32 +1,27 @@
 #!/usr/bin/env bash
-# Installs the released packages moefin builds and reads (DESIGN.md section 8), pinned by version
-# and sha256, and is quick when they are there (called by scripts/setup.sh):
-#   flashinfer-python 0.7.2.post1  the released CUDA sources (finalize, permute, activation,
-#                                   routing) and the headers they include (CUTLASS, CCCL, spdlog)
-#   flashinfer-cubin 0.6.13        the trtllm-gen batched-GEMM export headers, flashinferMetaInfo.h
-#                                   and the batched-GEMM cubins
-#   nvidia-cuda-cuobjdump 13.5.37  cuobjdump and nvdisasm (the machines' CUDA lacks them)
-#   nvidia-cuda-nvdisasm 13.5.37
-# `pip download --no-deps` puts the wheels into ${MOEFIN_CACHE_DIR:-$HOME/.cache/moefin}/wheels
-# (no torch, nothing installed into any Python); each wheel's sha256 is checked against the value
-# pinned below. Only the parts moefin uses are unpacked, once per cache, into
-# <cache>/unpacked/<package>-<version>/, and the checkout sees them as
-#   .deps/flashinfer/python/   csrc/fused_moe/trtllm_backend/, csrc/nv_internal/include/,
-#                              include/, cutlass/include/, cutlass/tools/util/include/,
-#                              cccl/{cub,libcudacxx/include,thrust}/, spdlog/include/
-#                              (the wheel's flashinfer/data/ prefix removed), LICENSE
-#   .deps/flashinfer/cubin/    batched_gemm/ (the wheel's batched-GEMM artifact folder: *.cubin,
-#                              checksums.txt, include/flashinferMetaInfo.h,
-#                              include/trtllmGen_bmm_export/...), and include/flashinfer/trtllm/
-#                              batched_gemm/trtllmGen_bmm_export/ (a copy of those headers under the
-#                              name the released sources include them by)
-#   .deps/tools/bin/           cuobjdump, nvdisasm (copied: they are small and travel with .deps)
-# The two flashinfer folders are links into the cache: unpacked they are ~270 MB, more than a GPU
-# call may carry, and every checkout of the machine shares them. scripts/device_prepare.sh copies
-# the few MB the build includes (nvcc -M) into .deps/gpu/ for the GPU machine.
-# Without a registry (offline) it fails with one line and exit 1; the build then leaves the
-# adapter out and its tests report themselves skipped. Exit 2: bad usage.
-#   usage: scripts/fetch_released.sh [--check]   (--check: only say whether everything is there)
+# Installs the released packages moefin builds and reads (docs/design/released.md), pinned by
+# version and sha256, and is quick when they are there (called by scripts/setup.sh):
+# flashinfer-python 0.7.2.post1  the released CUDA sources (finalize, permute, activation, routing)
+# and the headers they include (CUTLASS, CCCL, spdlog) flashinfer-cubin 0.6.13        the trtllm-gen
+# batched-GEMM export headers, flashinferMetaInfo.h and the batched-GEMM cubins
+# nvidia-cuda-cuobjdump 13.5.37  cuobjdump and nvdisasm (the machines' CUDA lacks them)
+# nvidia-cuda-nvdisasm 13.5.37 `pip download --no-deps` puts the wheels into
+# ${MOEFIN_CACHE_DIR:-$HOME/.cache/moefin}/wheels (no torch, nothing installed into any Python);
+# each wheel's sha256 is checked against the value pinned below. Only the parts moefin uses are
+# unpacked, once per cache, into <cache>/unpacked/<package>-<version>/, and the checkout sees them
+# as .deps/flashinfer/python/   csrc/fused_moe/trtllm_backend/, csrc/nv_internal/include/, include/,
+# cutlass/include/, cutlass/tools/util/include/, cccl/{cub,libcudacxx/include,thrust}/,
+# spdlog/include/ (the wheel's flashinfer/data/ prefix removed), LICENSE .deps/flashinfer/cubin/
+# batched_gemm/ (the wheel's batched-GEMM artifact folder: *.cubin, checksums.txt,
+# include/flashinferMetaInfo.h, include/trtllmGen_bmm_export/...), and include/flashinfer/trtllm/
+# batched_gemm/trtllmGen_bmm_export/ (a copy of those headers under the name the released sources
+# include them by) .deps/tools/bin/           cuobjdump, nvdisasm (copied: they are small and travel
+# with .deps) The two flashinfer folders are links into the cache: unpacked they are ~270 MB, more
+# than a GPU call may carry, and every checkout of the machine shares them.
+# scripts/device_prepare.sh copies the few MB the build includes (nvcc -M) into .deps/gpu/ for the
+# GPU machine. Without a registry (offline) it fails with one line and exit 1; the build then leaves
+# the adapter out and its tests report themselves skipped. Exit 2: bad usage. usage:
+# scripts/fetch_released.sh [--check]   (--check: only say whether everything is there)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -6,8 +6,8 @@
 #
 #   scripts/sanitize.sh            # build into ${MOEFIN_ASAN_BUILD_DIR:-build-asan}, run the tests
 #
-# On the 2-core CI machine the first build takes 6-14 minutes and the tests up to 13 (README, "Hostile
-# input, interruption and sanitizers"); later runs rebuild only what changed.
+# On the 2-core CI machine the first build takes 6-14 minutes and the tests up to 13
+# (docs/design/robustness.md); later runs rebuild only what changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${MOEFIN_ASAN_BUILD_DIR:-build-asan}

@@ -38,9 +38,9 @@ kernel=.venv/share/jupyter/kernels/moefin/kernel.json
 if ! grep -qs "\"$PWD/.venv/bin/python\"" "$kernel"; then
   .venv/bin/python -m ipykernel install --sys-prefix --name moefin --display-name "moefin (.venv)" >/dev/null
 fi
-# The released FlashInfer packages and the disassembly tools (pinned wheels; DESIGN.md section 8).
-# Offline this fails with one line and the set-up goes on: the build then leaves the released
-# kernels out and their tests report themselves skipped.
+# The released FlashInfer packages and the disassembly tools (pinned wheels;
+# docs/design/released.md). Offline this fails with one line and the set-up goes on: the build then
+# leaves the released kernels out and their tests report themselves skipped.
 if ! scripts/fetch_released.sh; then
   echo "setup: continuing without the released packages (the adapter's tests will be skipped)"
 fi

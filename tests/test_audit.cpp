@@ -597,8 +597,8 @@ chain::CellVerdict audited_cell(chain::ChainConfig const& cfg, std::string const
 
 BOOST_AUTO_TEST_CASE(mode_b_producer_waits_before_every_access_only_when_pdl_launched,
                      *utf::precondition(ToolsPresent())) {
-  // DESIGN.md section 5: mode b's producer is launched with PDL and waits at entry, as GEMM2;
-  // the plain one (files before 2026-12-04) has no wait. Read from moefin's own binary.
+  // docs/design/experiments.md: mode b's producer is launched with PDL and waits at entry, as
+  // GEMM2; the plain one (files before 2026-12-04) has no wait. Read from moefin's own binary.
   audit::AuditOptions o = options();
   o.kernel_filter = "copy_producer";
   o.threads = 256;

@@ -132,8 +132,8 @@ BOOST_AUTO_TEST_CASE(benchmark_cell_makes_the_race_visible) {
 BOOST_AUTO_TEST_CASE(benchmark_cell_makes_the_race_visible_on_fp4_weights) {
   // `moefin race --weights-format fp4`'s cell: the seed's top-8 shape on 4-bit weights, whose
   // one-CTA GEMM kernels must leave room for the rest of the chain (with 158 registers a thread
-  // GEMM2 waited for permute to end, and the cell read 0/200 on an H100: README, "Why the cap
-  // came back").
+  // GEMM2 waited for permute to end, and the cell read 0/200 on an H100:
+  // studies/one_cta_register_cap/).
   LayerShape const s = parse_shape("top-8");
   LayerWeights const w(s, 7, "fp4");
   check_benchmark_cell(s, w);

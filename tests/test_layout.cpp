@@ -12,8 +12,8 @@ using namespace moefin;
 
 namespace {
 
-/// Every invariant of DESIGN.md section 1, checked from the definitions (not from the builder's
-/// algorithm). Returns the first violation, or "" when the layout is right.
+/// Every invariant of docs/design/computation.md, checked from the definitions (not from the
+/// builder's algorithm). Returns the first violation, or "" when the layout is right.
 std::string violation(Routing const& r, RoutingLayout const& L) {
   auto const n = static_cast<std::size_t>(r.num_tokens * r.top_k);
   auto const n_local = static_cast<std::size_t>(L.num_local_experts);

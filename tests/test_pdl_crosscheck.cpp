@@ -189,7 +189,7 @@ BOOST_AUTO_TEST_CASE(multi_path_chains_use_the_probabilistic_bound) {
 }
 
 BOOST_AUTO_TEST_CASE(simulated_schedules_obey_the_rules) {
-  // The rules of DESIGN.md section 3, checked on the times directly from the chain's structure.
+  // The rules of docs/design/pdl.md, checked on the times directly from the chain's structure.
   for (auto const& f : shipped()) {
     Chain const c = load_chain(f);
     Simulator const sim(c);

@@ -1,4 +1,4 @@
-// The happens-before verifier: the H200 table of DESIGN.md section 3, the derived rule on
+// The happens-before verifier: the H200 table of docs/design/pdl.md, the derived rule on
 // random stream chains, graph ports, iterations, and every shipped scenario's expected verdict.
 #define BOOST_TEST_MODULE pdl_verifier
 #include <boost/test/unit_test.hpp>
@@ -137,7 +137,7 @@ BOOST_AUTO_TEST_CASE(shipped_h200_chains_agree_with_their_measurements) {
 }
 
 BOOST_AUTO_TEST_CASE(random_stream_chains_follow_the_derived_rule) {
-  // DESIGN.md section 3: an access in K_n before its wait is ordered after K_0's write iff some
+  // docs/design/pdl.md: an access in K_n before its wait is ordered after K_0's write iff some
   // K_i (0 < i <= n-1) waits before it triggers on every path, or some K_i (0 < i <= n) is launched
   // without PDL, and every kernel strictly between K_0 and that K_i waits on every path. After its
   // wait, it is also ordered when every kernel strictly between waits on every path.

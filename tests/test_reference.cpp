@@ -57,7 +57,7 @@ double weight_at(Problem const& p, WeightType wt, std::size_t e) {
   return 0;
 }
 
-/// The plain nested loop of DESIGN.md section 1 in double, straight from the arrays:
+/// The plain nested loop of docs/design/computation.md in double, straight from the arrays:
 /// sum and sum of magnitudes (the latter bounds the fp32 accumulation error).
 struct Exact {
   std::vector<double> sum, magnitude;

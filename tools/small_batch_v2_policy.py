@@ -67,7 +67,8 @@ def read_rows(path, baseline):
         if col not in names:
             fail("%s: /finalize_sweep lacks column '%s'" % (path, col))
     # Mode b of a file without mode_b_producer = pdl-wait measured another chain (a producer
-    # launched without PDL: DESIGN.md section 5); its rows count as mode b0, which no score uses.
+    # launched without PDL: docs/design/experiments.md); its rows count as mode b0, which no score
+    # uses.
     plain = prov.get("mode_b_producer", "plain") != "pdl-wait"
     out = []
     for r in rows:

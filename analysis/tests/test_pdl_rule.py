@@ -1,5 +1,5 @@
-"""The DESIGN.md section 3 rule the report applies to race-matrix cells (analysis.pdl) gives the
-verdict of `moefin verify` on the same cells, as `moefin race --describe` prints them."""
+"""The ordering rule of docs/design/pdl.md the report applies to race-matrix cells (analysis.pdl)
+gives the verdict of `moefin verify` on the same cells, as `moefin race --describe` prints them."""
 import json
 import re
 import subprocess

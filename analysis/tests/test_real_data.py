@@ -247,7 +247,7 @@ def test_pdl_probe_beside_the_design_table(out):
             design[row] = f"{stale['before_wait']}/{chain['measured']['runs']}"
     assert sorted(int(r[0]) for r in body) == sorted(design)
     for r in body:
-        assert r[header.index("DESIGN.md pre-wait")] == design[int(r[0])]
+        assert r[header.index("H200 table pre-wait")] == design[int(r[0])]
     # the probe's chains in their order are the table's rows 1..7, stream then graph
     order = list(dict.fromkeys(t["chain"]))
     assert len(order) == 7

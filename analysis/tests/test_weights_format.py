@@ -1,7 +1,7 @@
-"""/layer_sweep rows by weights format (data/README.md): the loader fills `weights_format` in
-files written before it (bf16-tiled; the torch peer's rows bf16), refuses a value outside the
-schema, takes the peer's old shape names as the chain's, and the layer tables keep each format
-apart (a ratio never mixes rows of two formats)."""
+"""/layer_sweep rows by weights format (docs/reference/experiment-tables.md): the loader fills
+`weights_format` in files written before it (bf16-tiled; the torch peer's rows bf16), refuses a
+value outside the schema, takes the peer's old shape names as the chain's, and the layer tables keep
+each format apart (a ratio never mixes rows of two formats)."""
 import h5py
 import pytest
 

@@ -35,7 +35,8 @@ ChainConfig preset_config(Preset p) {
   c.preset = preset_name(p);
   for (Kernel k : kAllKernels)
     c.at(k).trigger = default_trigger(k);
-  // The placements of DESIGN.md section 2; finalize keeps its variant's own in seed-after.
+  // The placements of the seed (docs/design/seed.md); finalize keeps its variant's own in
+  // seed-after.
   switch (p) {
   case Preset::kSeedBefore:
     c.at(Kernel::kRouting).trigger = Trigger::kAfterWrites;

@@ -12,7 +12,7 @@
 namespace moefin::chain {
 
 enum class Preset : std::int32_t {
-  kSeedBefore = 0, // DESIGN.md section 2 before the seed: routing triggers after its writes,
+  kSeedBefore = 0, // docs/design/seed.md, before the change: routing triggers after its writes,
                    // finalize reads metadata after its wait and never triggers
   kSeedAfter,      // after the seed: routing triggers after its wait, finalize reads metadata
                    // before its wait and triggers at entry

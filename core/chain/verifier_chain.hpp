@@ -21,7 +21,7 @@ namespace moefin::chain {
 /// Layer 1 against layer 0 checks that link; layers d > 1 apart have it d times in between.
 inline constexpr int kVerifierIterations = 2;
 
-/// The plan's kernels as a chain description of the verifier (data/README.md, "Chain
+/// The plan's kernels as a chain description of the verifier (docs/reference/chain-json.md, "Chain
 /// descriptions"), with PDL on: `iterations` layers back to back in one stream, or (`graph`) as
 /// stream capture puts every layer of a batch into one CUDA graph (pdl::captured_graph), as
 /// `moefin race` runs them. Left out: the kernel that poisons every buffer once per batch

@@ -1,8 +1,8 @@
 #pragma once
-// The PDL knobs every kernel of the chain has (DESIGN.md section 4): where it triggers its
-// dependents, the launch attribute, an injected delay and per-CTA stamps. The one Trigger of the
-// project: kernels, the layer plan and the verifier's chain descriptions (core/pdl) all use it.
-// Header-only, no CUDA.
+// The PDL knobs every kernel of the chain has (docs/design/architecture.md#pdl-knobs): where it
+// triggers its dependents, the launch attribute, an injected delay and per-CTA stamps. The one
+// Trigger of the project: kernels, the layer plan and the verifier's chain descriptions (core/pdl)
+// all use it. Header-only, no CUDA.
 
 #include <array>
 #include <cstdint>
@@ -62,9 +62,9 @@ struct PdlKnobs {
   Trigger trigger = Trigger::kDefault;
   std::int64_t delay_ns = 0;      // spin on %globaltimer before the kernel's first write
   std::int64_t* stamps = nullptr; // device pointer or nullptr
-  // Resident-wave kernels (the chain's GEMMs, permute, activation): CTAs per SM of their grid;
-  // 0 = the kernel's policy. Whether the kernels between two others can all be resident at
-  // once decides whether early triggers really let the later one start early (README, results).
+  // Resident-wave kernels (the chain's GEMMs, permute, activation): CTAs per SM of their grid; 0 =
+  // the kernel's policy. Whether the kernels between two others can all be resident at once decides
+  // whether early triggers really let the later one start early (docs/design/layer-chain.md).
   int ctas_per_sm = 0;
   // Resident-wave kernels: ask for the largest shared-memory carveout (else the driver's choice).
   bool max_shared_carveout = false;

@@ -53,7 +53,7 @@ constexpr bool packed_words(ValueLayout values) {
 /// Whether the chain launches its fp4 GEMMs wide (gemm::DecodeOptions::wide: two warp-stages per
 /// pipeline stage, the same output bits) on values that lie in `values`: where they are packed
 /// words, the layouts the wide kernel reads (a 10% shorter fp4 layer on the H200 at tile 16,
-/// README "Two warp-stages a stage"); kTiles is read by the wide kernel only.
+/// docs/design/decode-gemm.md, "Two warp-stages a stage"); kTiles is read by the wide kernel only.
 inline bool chain_wide_gemms(ValueLayout values) {
   return packed_words(values);
 }

@@ -1,5 +1,5 @@
 #pragma once
-// A PDL chain description (DESIGN.md section 3; format in data/README.md, "Chain descriptions"):
+// A PDL chain description (docs/design/pdl.md; format in docs/reference/chain-json.md):
 // named buffers, kernels in stream order with the paths their CTAs may execute, optional CUDA-graph
 // edges with their ports, and an iteration count. Shared by the verifier and the simulator.
 
@@ -82,9 +82,10 @@ struct Chain {
   int buffer_index(std::string const& name) const; // -1 when absent
 };
 
-/// What a chain description may hold (data/README.md, "Chain descriptions"). Everything is
-/// checked while the file is read, before anything whose size or depth scales with the input is
-/// built, so that the verifier and the simulator run in bounded time and memory on any file.
+/// What a chain description may hold (docs/reference/chain-json.md, "Errors and limits").
+/// Everything is checked while the file is read, before anything whose size or depth scales with
+/// the input is built, so that the verifier and the simulator run in bounded time and memory on any
+/// file.
 struct ChainLimits {
   static constexpr std::size_t kFileBytes = 1 << 20; // 1 MiB
   static constexpr int kDepth = 8;                   // nested arrays and objects

@@ -1,5 +1,5 @@
 #pragma once
-// The real-time facts of DESIGN.md section 3 as a graph of events: an edge u -> v says
+// The real-time facts of docs/design/pdl.md as a graph of events: an edge u -> v says
 // time(v) >= time(u) in every execution. The verifier decides ordering by reachability in it (all
 // delays are unbounded, so "implied by the facts" is exactly "reachable"); the simulator draws
 // times along the same edges. One builder serves both, so they cannot disagree about the rules.

@@ -1,5 +1,5 @@
 #pragma once
-// The 6-kernel MoE layer chain (DESIGN.md section 2) as chain descriptions: routing -> permute ->
+// The 6-kernel MoE layer chain (docs/design/seed.md) as chain descriptions: routing -> permute ->
 // gemm1 -> activation -> gemm2 -> finalize, with every PDL knob a parameter. Used for the shipped
 // seed scenarios and the cross-check corpus (the chain the GPU race matrix runs is
 // chain::verifier_chain, core/chain/verifier_chain.hpp).

@@ -146,8 +146,8 @@ std::string hazard_text(Chain const& c, HazardEvent const& h);
 /// instance to the second's, with its event times.
 void print_witness(std::ostream& os, Chain const& c, Schedule const& s, HazardEvent const& h);
 
-/// Writes one schedule as a timeline (the "Timelines" layout of data/README.md) into `group` of
-/// a new result file.
+/// Writes one schedule as a timeline (the "Timelines" layout of
+/// docs/reference/experiment-tables.md) into `group` of a new result file.
 void write_timeline(std::string const& path, std::string const& group, Chain const& c,
                     Schedule const& s, std::uint64_t seed);
 

@@ -1,5 +1,5 @@
 #pragma once
-// The happens-before verifier of `moefin verify` (DESIGN.md section 3).
+// The happens-before verifier of `moefin verify` (docs/design/pdl.md, docs/design/verification.md).
 //
 // Rule. An access y is ordered after an earlier kernel's access x iff the real-time facts of
 // core/pdl/event_graph.hpp give, in every execution,

@@ -1,7 +1,7 @@
 #pragma once
 // The HDF5 result store: one file per run, provenance in root attributes, one group per
 // experiment, one table row per configuration appended and flushed as soon as it finishes.
-// The schema is the contract with analysis/ and is documented in data/README.md.
+// The schema is the contract with analysis/ and is documented in docs/reference/result-files.md.
 // Its sources in core/store/ are split by concept: hdf5_file (handles and checked helpers), probe
 // (the hostile-input probe and the checked open), lifecycle (create, resume, commit), provenance,
 // writer (rows, arrays, attributes), reader, merge (shards into one file).

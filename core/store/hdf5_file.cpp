@@ -147,7 +147,8 @@ std::string read_attr_text(File const& f, hid_t obj, std::string const& where,
   H5T_class_t const cls = H5Tget_class(type.get());
   if (cls == H5T_STRING) {
     std::string const text = read_attr_string(f, attr.get(), type.get(), what);
-    // The schema's strings are UTF-8 (data/README.md); analysis/ reads them as such.
+    // The schema's strings are UTF-8 (docs/reference/result-files.md); analysis/ reads them as
+    // such.
     if (!valid_utf8(text))
       f.fail(what + " is not valid UTF-8");
     return text;

@@ -3,7 +3,8 @@
 // validated before anything is written: one build (git_commit), one grid (grid_fingerprint:
 // command, settings and every configuration key), one GPU model, one seed, one shard count, no
 // shard twice, no row key in two shards. The merged file holds every table's rows, every array
-// group, the plan, and each shard's provenance; data/README.md ("Sharded runs") has the layout.
+// group, the plan, and each shard's provenance; docs/reference/result-files.md ("Sharded runs and
+// merging") has the layout.
 
 #include <cstddef>
 #include <map>

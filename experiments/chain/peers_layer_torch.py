@@ -10,12 +10,12 @@ matmuls take one of (probed at run time, first that works):
 * ``grouped_mm``: torch._grouped_mm over expert offsets (the installed torch's grouped GEMM);
 * ``gather_bmm``: every pair's weight matrices gathered (W[ids]) and one torch.bmm per GEMM.
 
-Both are captured as one CUDA graph of N layers (layer i routes its own logits), a warm-up
-replay, then R interleaved rounds; per-layer time = replay time / N; the rows' samples are the
-per-round values. Each variant's output for the first layer is compared with an fp32 per-expert
-loop first (max error relative to the output's peak). Rows go to ``/layer_sweep`` in the schema
-of data/README.md (finalize ``torch``, placement ``none``, finalize_kernel = the variant;
-speedup columns NaN: no moefin chain ran in the same rounds).
+Both are captured as one CUDA graph of N layers (layer i routes its own logits), a warm-up replay,
+then R interleaved rounds; per-layer time = replay time / N; the rows' samples are the per-round
+values. Each variant's output for the first layer is compared with an fp32 per-expert loop first
+(max error relative to the output's peak). Rows go to ``/layer_sweep`` in the schema of
+docs/reference/experiment-tables.md (finalize ``torch``, placement ``none``, finalize_kernel = the
+variant; speedup columns NaN: no moefin chain ran in the same rounds).
 
 Runs on the GPU machine (python3 with torch, h5py, numpy). The writer part imports no torch, so
 the file format is tested without a GPU (tests/python/test_layer_peer_file.py).

@@ -154,8 +154,8 @@ Replay replay(chain::LayerWeights const&, chain::RunnerOptions, chain::ChainConf
 void add_flavour_option(cli::po::options_description& desc) {
   desc.add_options()("flavour", cli::choice("--flavour", {"moefin", "released"}, "moefin"),
                      "kernels of the chain: moefin (its own) or released (the released FlashInfer "
-                     "routing, permute and activation around moefin's GEMMs; README \"The "
-                     "released chain\")");
+                     "routing, permute and activation around moefin's GEMMs; "
+                     "docs/design/released.md, \"The released chain flavour\")");
 }
 
 std::string read_flavour_option(cli::po::variables_map const& vm) {

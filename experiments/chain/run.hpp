@@ -48,13 +48,13 @@ Replay replay(chain::LayerWeights const& w, chain::RunnerOptions opt, chain::Cha
 /// max |a - b| / max |b| over bf16 arrays of n elements; +inf when a has a NaN.
 double max_rel_err(std::uint16_t const* a, std::uint16_t const* b, std::size_t n);
 
-/// Writes a timeline as a group of kind "arrays" (data/README.md "Timelines").
+/// Writes a timeline as a group of kind "arrays" (docs/reference/experiment-tables.md "Timelines").
 void write_timeline(h5::ResultWriter& file, std::string const& group, chain::Timeline const& t,
                     std::string const& key);
 
 /// Where the resident-wave kernels (GEMMs, permute, activation) may sit: CTAs per SM of their
 /// grids and whether they ask for the largest shared-memory carveout. Both decide whether early
-/// triggers really let later kernels start early (README, PDL results).
+/// triggers really let later kernels start early (docs/design/layer-chain.md).
 struct Residency {
   int ctas_per_sm = 1;
   bool max_shared_carveout = true;

@@ -1,9 +1,9 @@
-// moefin check finalize: every finalize variant against the Kokkos reference over the sweep's
-// grid, with uniform and skewed routings, with and without dropped experts. Outputs are
-// poisoned before each run; an unwritten or NaN element, or an error above the tolerance, fails.
-// One row per (variant, shape, routing) in /finalize_check (data/README.md). The benchmark
-// state (harness/bench_state.hpp) enumerates the configurations, skips what a variant cannot
-// read, resumes and stops on --max-minutes; the body builds each case once for every variant.
+// moefin check finalize: every finalize variant against the Kokkos reference over the sweep's grid,
+// with uniform and skewed routings, with and without dropped experts. Outputs are poisoned before
+// each run; an unwritten or NaN element, or an error above the tolerance, fails. One row per
+// (variant, shape, routing) in /finalize_check (docs/reference/experiment-tables.md). The benchmark
+// state (harness/bench_state.hpp) enumerates the configurations, skips what a variant cannot read,
+// resumes and stops on --max-minutes; the body builds each case once for every variant.
 
 #include "core/cli.hpp"
 #include "core/device_info.hpp"

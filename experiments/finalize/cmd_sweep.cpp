@@ -421,7 +421,7 @@ int sweep_finalize(cli::Args const& args) {
       "a: back-to-back, PDL on; b: producer then finalize, PDL on; c: back-to-back, PDL off")(
       "producer", cli::po::value(&producer)->default_value("pdl-wait"),
       "mode b's producer: pdl-wait (launched with the PDL attribute, waits at entry, as GEMM2: "
-      "DESIGN.md section 5) or plain (no attribute, no wait: the protocol of files before "
+      "docs/design/experiments.md) or plain (no attribute, no wait: the protocol of files before "
       "2026-12-04, whose mode b rows the tables call b0); recorded as mode_b_producer")(
       "l2", cli::po::value(&l2)->default_value("hot"), "L2 state: hot, cold (or hot,cold)")(
       "variants", cli::po::value(&variants)->default_value(fin::join(fin::sweep_variant_names())),

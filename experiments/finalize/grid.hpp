@@ -1,6 +1,7 @@
 #pragma once
-// The axes of the finalize experiments (DESIGN.md section 5) and the names the check, the sweep
-// and the peers script share: variants with their Options, weight types, shapes, row keys.
+// The axes of the finalize experiments (docs/design/experiments.md#finalize-sweep) and the names
+// the check, the sweep and the peers script share: variants with their Options, weight types,
+// shapes, row keys.
 
 #include "core/cli.hpp"
 #include "experiments/harness/bench_state.hpp"

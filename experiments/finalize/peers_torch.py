@@ -7,11 +7,11 @@ What a user would write instead of a finalize kernel, on the sweep's shapes:
 * ``torch_bmm``: the same gather, then one batched matmul [T,1,K] x [T,K,H].
 
 Dropped experts (-1) are masked (weight 0), as a user has to. Each variant is captured as a CUDA
-graph of N calls; a warm-up replay, then R interleaved rounds (the variants alternate, the first
-one rotates); per-call time = replay time / N; the rows' samples are the per-round values. Torch
+graph of N calls; a warm-up replay, then R interleaved rounds (the variants alternate, the first one
+rotates); per-call time = replay time / N; the rows' samples are the per-round values. Torch
 launches without PDL, so rows are mode ``c`` (back-to-back, PDL off). Rows go to ``/finalize_sweep``
-of their own result file, in the schema of data/README.md (speedup columns NaN: no scalar kernel
-ran in the same rounds; ``ctas`` -1).
+of their own result file, in the schema of docs/reference/result-files.md (speedup columns NaN: no
+scalar kernel ran in the same rounds; ``ctas`` -1).
 
 Runs on the GPU machine (python3 with torch, h5py, numpy). The writer part imports no torch, so
 the file format is tested without a GPU (tests/python/test_peers_file.py).
@@ -171,7 +171,8 @@ def git_commit():
 
 
 def provenance(seed, gpu=None):
-    """Root attributes of data/README.md, all strings; GPU fields 'none' without `gpu`."""
+    """Root attributes of docs/reference/result-files.md, all strings; GPU fields 'none' without
+    `gpu`."""
     gpu = gpu or {}
     p = {
         "moefin_schema": SCHEMA,
@@ -204,7 +205,8 @@ def provenance(seed, gpu=None):
 
 def open_result(path, resume, seed, gpu):
     """Creates `path` (refusing to overwrite) or reopens it with --resume; returns (file, seed).
-    The file is `moefin_state = incomplete` (data/README.md) until finish_result()."""
+    The file is `moefin_state = incomplete` (docs/reference/result-files.md) until
+    finish_result()."""
     if resume:
         f = h5py.File(path, "r+")
         if f.attrs.get("moefin_schema") != SCHEMA:

@@ -48,7 +48,8 @@ double decoded_output(ReferenceFinalizeRun const& run, std::size_t i);
 /// Shape, time and checksum-free facts (max |out|, error against the oracle, rows dropped).
 std::string summary_line(ReferenceFinalizeRun const& run);
 
-/// Writes inputs, outputs and the oracle into `group` (data/README.md, group /finalize).
+/// Writes inputs, outputs and the oracle into `group` (docs/reference/experiment-tables.md, group
+/// /finalize).
 void write_finalize(h5::ResultWriter& file, std::string const& group,
                     ReferenceFinalizeRun const& run);
 

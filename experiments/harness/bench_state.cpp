@@ -310,7 +310,8 @@ RunResult Benchmark::run(h5::ResultWriter& file, h5::TableWriter& table,
     if (!skips)
       skips = std::make_unique<h5::TableWriter>(
           file.table("skipped", skip_columns(),
-                     "configurations an experiment left out, with the reason (data/README.md)"));
+                     "configurations an experiment left out, with the reason "
+                     "(docs/reference/result-files.md)"));
     return skips->has(skip_key(row_key));
   };
   auto record_skip = [&](Config const& row, std::string const& why) {

@@ -1,5 +1,6 @@
-// moefin pdl-probe: the producer/middle/consumer chains of DESIGN.md section 3 on this GPU, as
-// plain stream launches and inside one CUDA graph, with the stale reads each one shows.
+// moefin pdl-probe: the producer/middle/consumer chains of the H200 table (docs/design/pdl.md) on
+// this GPU, as plain stream launches and inside one CUDA graph, with the stale reads each one
+// shows.
 
 #include "core/device_info.hpp"
 #include "core/store/h5store.hpp"

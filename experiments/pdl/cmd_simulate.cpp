@@ -1,7 +1,8 @@
 // moefin simulate CHAIN.json: random schedules of a chain under the PDL rules
 // (core/pdl/simulator.hpp); reports every stale read, premature overwrite and lost write with a
-// witness schedule, and optionally writes one schedule as a timeline (HDF5, data/README.md).
-// Exit 0 when no schedule showed a hazard, 1 when one did, 2 on bad input.
+// witness schedule, and optionally writes one schedule as a timeline (HDF5,
+// docs/reference/chain-json.md). Exit 0 when no schedule showed a hazard, 1 when one did, 2 on bad
+// input.
 
 #include "core/ops/errors.hpp"
 #include "core/pdl/chain.hpp"
@@ -84,7 +85,7 @@ void check_timeline_path(std::string const& out) {
 int simulate(cli::Args const& args) {
   cli::po::options_description desc("simulate options");
   desc.add_options()("chain", cli::po::value<std::string>()->required(),
-                     "chain description (JSON, format in data/README.md)")(
+                     "chain description (JSON, format in docs/reference/chain-json.md)")(
       "schedules", cli::po::value<std::string>()->default_value("auto"),
       "schedules to simulate, 1..1e8, or 'auto' (the witness bound, at least 1000)")(
       "seed", cli::po::value<std::uint64_t>()->default_value(2026), "seed of the schedules")(

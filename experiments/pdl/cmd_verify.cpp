@@ -25,7 +25,7 @@ std::string chain_summary(pdl::Chain const& c) {
 int verify(cli::Args const& args) {
   cli::po::options_description desc("verify options");
   desc.add_options()("chain", cli::po::value<std::string>()->required(),
-                     "chain description (JSON, format in data/README.md)")(
+                     "chain description (JSON, format in docs/reference/chain-json.md)")(
       "races-only", cli::po::bool_switch(), "print only the pairs that race")(
       "quiet,q", cli::po::bool_switch(), "print only the verdict line");
   cli::po::positional_options_description pos;

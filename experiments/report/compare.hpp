@@ -21,10 +21,10 @@ namespace moefin::compare {
 inline constexpr char const* kConditionAttrs[] = {"arch", "gpu_name", "carveout", "ctas_per_sm",
                                                   "launch"};
 
-/// The axes of the timing tables moefin writes (data/README.md); a table with `median_us` and
-/// no entry here is matched by its `key`. `repeat` names the table of the same configurations
-/// measured again in the same run, whose differences are the run-to-run noise (relative to the
-/// first measurement: this table when `first`, else `repeat`).
+/// The axes of the timing tables moefin writes (docs/reference/experiment-tables.md); a table with
+/// `median_us` and no entry here is matched by its `key`. `repeat` names the table of the same
+/// configurations measured again in the same run, whose differences are the run-to-run noise
+/// (relative to the first measurement: this table when `first`, else `repeat`).
 struct TimedTable {
   std::string group;
   std::vector<std::string> axes;

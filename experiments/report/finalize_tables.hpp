@@ -20,7 +20,7 @@ std::vector<h5::Column> copy_bandwidth_columns();
 std::string default_published_csv();
 
 /// The protocol of a file's mode b rows: its root attribute `mode_b_producer` ("pdl-wait": the
-/// producer launched with the PDL attribute and waiting at entry, DESIGN.md section 5), or
+/// producer launched with the PDL attribute and waiting at entry, docs/design/experiments.md), or
 /// "plain" for files that predate it (producer without the attribute or a wait).
 std::string mode_b_producer(h5::Provenance const& root);
 
@@ -36,12 +36,12 @@ h5::Table read_tabulated(h5::ResultReader const& reader, std::string const& grou
 /// attribute predates it: "plain") and a different one is an InputError naming --producer.
 void record_mode_b_producer(h5::ResultWriter& file, std::string const& producer);
 
-/// Every table the files support: per mode (a with the published columns, b, b0, c), the same on the
-/// released kernels (fi_small_batch vs fi_scalar, modes a and b), the T = 1 view (per-launch
+/// Every table the files support: per mode (a with the published columns, b, b0, c), the same on
+/// the released kernels (fi_small_batch vs fi_scalar, modes a and b), the T = 1 view (per-launch
 /// time and the targets), the ablation per architecture and mode, the faithfulness of moefin's
 /// variants to the released ones (X / fi_X), peers as extra columns, and the spread of repeated
-/// configurations. FileError for an unreadable file; a
-/// missing published CSV is reported in the text.
+/// configurations. FileError for an unreadable file; a missing published CSV is reported in the
+/// text.
 std::string render_finalize_tables(std::vector<std::string> const& files,
                                    std::string const& published_csv);
 

@@ -1,6 +1,6 @@
 #pragma once
-// The arrays of one routing (DESIGN.md section 1) with params pointing at them: on the host (for
-// the Kokkos reference) and, in CUDA builds, on the device, allocated poisoned. Shared by the
+// The arrays of one routing (docs/design/computation.md) with params pointing at them: on the host
+// (for the Kokkos reference) and, in CUDA builds, on the device, allocated poisoned. Shared by the
 // routing sweep and the tests.
 
 #include "core/ops/routing_params.hpp"

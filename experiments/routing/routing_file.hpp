@@ -1,6 +1,6 @@
 #pragma once
 // The routing flags `moefin route` and `moefin reference finalize` share, and the HDF5 group a
-// routing and its layout are stored in (data/README.md, group /route).
+// routing and its layout are stored in (docs/reference/experiment-tables.md, group /route).
 
 #include "core/cli.hpp"
 #include "core/store/h5store.hpp"

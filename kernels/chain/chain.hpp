@@ -143,7 +143,8 @@ struct BatchResult {
   }
 };
 
-/// Per-CTA stamps of one iteration (data/README.md "Timelines"); -1 where an event is missing.
+/// Per-CTA stamps of one iteration (docs/reference/experiment-tables.md "Timelines"); -1 where an
+/// event is missing.
 struct Timeline {
   std::vector<std::string> kernels;
   std::vector<std::int64_t> kernel, cta, start_ns, wait_ns, trigger_ns, end_ns;

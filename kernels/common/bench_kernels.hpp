@@ -11,7 +11,7 @@ namespace moefin::bench {
 /// One CTA that does nothing: the per-launch floor of a chain of launches.
 void launch_empty(CUstream_st* stream, bool pdl);
 
-/// How the producer of finalize's mode b is launched (DESIGN.md section 5).
+/// How the producer of finalize's mode b is launched (docs/design/experiments.md#finalize-sweep).
 enum class Producer {
   // With the PDL attribute, waiting on its primary at entry, as GEMM2 is: the finalize before
   // it that triggers early lets it launch (and sit in its wait) before that finalize ends.

@@ -1,6 +1,6 @@
 #pragma once
 // Programmatic Dependent Launch: the device-side wait and trigger, and a launcher that sets the
-// programmatic-stream-serialization attribute. DESIGN.md section 3 has the semantics.
+// programmatic-stream-serialization attribute. docs/design/pdl.md has the semantics.
 
 #include "kernels/common/cuda_check.hpp"
 
@@ -66,11 +66,12 @@ inline unsigned resident_grid(std::int64_t work, int per_sm) {
   return static_cast<unsigned>(std::max<std::int64_t>(1, std::min(work, cap)));
 }
 
-/// Shared-memory settings of `kernel`, before its launches: the largest shared-memory carveout
-/// or, with `max_shared` false, the driver's default choice; and the dynamic shared memory it
-/// may take (`dynamic_bytes` above 48 KiB needs this opt-in). An SM changes its L1/shared split
-/// only when it is empty, so a kernel that needs shared memory cannot start on an SM still
-/// holding CTAs of a kernel that runs with a smaller carveout (see README, PDL results).
+/// Shared-memory settings of `kernel`, before its launches: the largest shared-memory carveout or,
+/// with `max_shared` false, the driver's default choice; and the dynamic shared memory it may take
+/// (`dynamic_bytes` above 48 KiB needs this opt-in). An SM changes its L1/shared split only when it
+/// is empty, so a kernel that needs shared memory cannot start on an SM still holding CTAs of a
+/// kernel that runs with a smaller carveout (docs/design/layer-chain.md, "PDL knobs and
+/// residency").
 template <class... KArgs>
 void set_shared_memory(void (*kernel)(KArgs...), bool max_shared, std::size_t dynamic_bytes = 0) {
   MOEFIN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,

@@ -1,5 +1,5 @@
 #pragma once
-// The H200 measurements of DESIGN.md section 3, reproducible: a producer that writes after a
+// The H200 measurements of docs/design/pdl.md, reproducible: a producer that writes after a
 // delay, zero or more middle kernels that trigger before or after their wait, and a consumer
 // that reads the producer's value before and after its own wait. Counts stale reads.
 
@@ -26,7 +26,7 @@ struct ProbeResult {
 /// `graph`, else as plain stream launches; `delay_ns` before the producer's write.
 ProbeResult run_probe(ProbeChain const& chain, bool graph, int iterations, std::int64_t delay_ns);
 
-/// The chains of the DESIGN.md table, in its order (host code:
+/// The chains of that H200 table, in its order (host code:
 /// kernels/common/pdl_probe_chains.cpp).
 std::vector<ProbeChain> design_chains();
 

@@ -1,6 +1,6 @@
 #pragma once
 // finalize::run — the public host call of the finalize operation (one dispatcher, several CUDA
-// variants, DESIGN.md section 2; each variant is an entry of the registry in
+// variants, docs/design/finalize.md; each variant is an entry of the registry in
 // core/ops/finalize_variants.hpp). Host-visible header: no CUDA includes.
 
 #include "core/ops/finalize_params.hpp"

@@ -1,5 +1,5 @@
 #pragma once
-// The finalize kernels (DESIGN.md section 2): __global__ functions and their device helpers.
+// The finalize kernels (docs/design/finalize.md): __global__ functions and their device helpers.
 // Launch geometry and every runtime -> compile-time decision live in finalize_dispatch.cu.
 //
 // Arithmetic contract shared with the Kokkos reference: each product w * x is rounded to fp32

@@ -64,7 +64,7 @@ struct PolicyEntry {
 Geometry make_geometry(std::int64_t top_k, int chunks, int loads,
                        Trigger trigger = Trigger::kEntry, bool warp_groups = false);
 
-/// The released kernel's geometry (DESIGN.md section 8): 256 threads, 4 loads, groups = the
+/// The released kernel's geometry (docs/design/released.md): 256 threads, 4 loads, groups = the
 /// smallest power of two with 4 * groups >= K, 256 / groups chunks.
 Geometry released_geometry(std::int64_t top_k);
 

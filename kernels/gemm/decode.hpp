@@ -79,13 +79,13 @@ void validate(DecodeGemmParams const& p, Variant v, DecodeOptions const& o = {})
 /// CTAs of the launch: one resident wave of `ctas_per_sm` (0: the variant's policy) per SM.
 std::int64_t num_ctas(DecodeGemmParams const& p, Variant v, int ctas_per_sm = 0);
 
-/// CTAs of a kSplitK GEMM inside the layer chain at `ctas_per_sm` (PdlKnobs::ctas_per_sm) on
-/// `sms` SMs. At 1 the chain promises one resident wave in which every kernel before finalize
-/// fits at once, so that early triggers take effect; a CTA of this kernel holds half an SM's
-/// registers (256 threads x 125-128 registers = 32768 of 65536), so GEMM1's and GEMM2's CTAs
-/// beside permute's and activation's (6144 + 10240 registers) fit only on distinct SMs: each GEMM
-/// takes half of them (README, "Decode GEMMs"). Every decode kernel a chain launches is held to
-/// 128 registers for it (test_sass_stage_mix; 158 cost the race cell its stale reads). Otherwise
+/// CTAs of a kSplitK GEMM inside the layer chain at `ctas_per_sm` (PdlKnobs::ctas_per_sm) on `sms`
+/// SMs. At 1 the chain promises one resident wave in which every kernel before finalize fits at
+/// once, so that early triggers take effect; a CTA of this kernel holds half an SM's registers (256
+/// threads x 125-128 registers = 32768 of 65536), so GEMM1's and GEMM2's CTAs beside permute's and
+/// activation's (6144 + 10240 registers) fit only on distinct SMs: each GEMM takes half of them
+/// (docs/design/decode-gemm.md, "In the race cell"). Every decode kernel a chain launches is held
+/// to 128 registers for it (test_sass_stage_mix; 158 cost the race cell its stale reads). Otherwise
 /// the wave of num_ctas.
 std::int64_t chain_grid(int sms, int ctas_per_sm);
 

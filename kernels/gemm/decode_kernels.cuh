@@ -606,7 +606,7 @@ __global__ void __launch_bounds__(DecodePolicy::kThreads, 2)
 /// (128): the chain at --ctas-per-sm 1 counts on every kernel up to finalize being resident at
 /// once (gemm::chain_grid), counted with GEMM CTAs of 128 registers. Bounded for one CTA
 /// (142-170 registers, no spill), the race benchmark cell on fp4 went from 200/200 mismatching
-/// iterations to 0/200 on an H100 (README, "The one-CTA kernels"). The tiles kernel likewise.
+/// iterations to 0/200 on an H100 (studies/one_cta_register_cap/). The tiles kernel likewise.
 template <int kNT, bool kLean, int kS>
 __global__ void __launch_bounds__(DecodePolicy::kThreads, 2)
     decode_gemm_wide_kernel(DecodeGemmParams p, DecodeLaunch launch, PdlDevice k) {

@@ -8,7 +8,7 @@
 // lane + 32 j) with a compile-time network (sort_network.hpp), then K passes of a warp-wide max
 // of the lanes' heads that shift the winner's list; the expert ids come after the passes. A warp
 // in which a lane holds one score twice takes a general selection by key trees. The layout
-// (DESIGN.md section 1: experts ascending, tokens ascending inside an expert, tile padding,
+// (docs/design/computation.md: experts ascending, tokens ascending inside an expert, tile padding,
 // inverse maps) then comes from per-expert token bitmasks (one word per expert): counts by
 // popcount, the tile-padded offsets by a block-wide scan (warp shuffles, then one warp over the
 // warp totals), and each row's place inside its expert by a popcount of the lower tokens' bits.

@@ -2,52 +2,41 @@
 # The fast finalize paths on the GPU machine (issue 15), from the repository root with .deps
 # carried: builds, checks small_batch_v2 and its ablations against the Kokkos reference, measures
 # its geometry candidates, fills its policy table from them, then times it against moefin's
-# small_batch and the released kernel in the same interleaved rounds. In $OUT:
-#   finalize_fast_log.txt        everything printed: the gpu tests of the lean and new paths, the
-#                                check summary, compute-sanitizer, the tables, the summary (last)
-#   finalize_fast_check.h5       moefin check finalize: small_batch_v2, its ablations and a set
-#                                of geometry candidates against the reference (poisoned outputs)
-#   finalize_fast_candidates.h5  the policy measurement: small_batch_v2's geometry candidates at
-#                                T = 1..8, H = 1024..7168, K = 6..32 (bf16), modes a and b with
-#                                the entry trigger (mode b with the exit trigger when it fits)
-#   small_batch_v2_table.hpp     the table tools/small_batch_v2_policy.py made from it (commit it as
-#                                kernels/finalize/small_batch_v2_table.hpp); moefin is rebuilt
-#                                with it before the comparison
-#   finalize_fast_sweep.h5       the comparison in the same interleaved rounds (7 of 100 launches),
-#                                modes a, b, c, hot L2, K = 6..32, bf16, the regime's default H x T: $FINALIZE_FAST_VARIANTS plus each name of
-#                                $FINALIZE_FAST_RELEASED this build registers (else a note), with
-#                                the launch floor and copy bandwidth of the run
-#   finalize_fast_race.h5        race matrix cells of the chain with small_batch_v2 (all-early and
-#                                seed-after, metadata before the wait, delays 0 and 25 us)
-# Variables:
-#   FINALIZE_FAST_VARIANTS   comparison list (default: small_batch, small_batch_v2 and its five
-#                            ablations); the registry baselines (scalar) are added by the sweep
-#   FINALIZE_FAST_RELEASED   released kernels to add when registered (default fi_small_batch;
-#                            comma list, e.g. fi_small_batch,fi_scalar)
-#   FINALIZE_FAST_SKIP       phases to leave out, comma list of tests, check, sanitize,
-#                            candidates, compare, race (e.g. "compare,race" to measure the
-#                            policy in one call and time the rebuilt table in the next)
-#   FINALIZE_FAST_CAND_TOKENS  token counts of the candidate sweep (default 1,2,3,4,5,6,7,8;
-#                            'regime' = the regime's 1,2,4..256 plus each H's last T, to extend
-#                            the table beyond T = 8); FINALIZE_FAST_CAND_ALSO = variants timed in
-#                            the same rounds as the candidates (e.g. fi_small_batch,small_batch:
-#                            what the table has to beat), none by default
-#   FINALIZE_FAST_CAND_MAX_S   cap of the candidate sweep in seconds (default 65)
-#   FINALIZE_FAST_CAND_PRIOR   earlier candidate files the table is made from as well (space
-#                            list; this run's rows win where both measured a shape)
-#   FINALIZE_FAST_ROUNDS, FINALIZE_FAST_LAUNCHES  the comparison's rounds and launches per graph
-#                            (default 7 and 100; the runs before 2026-12-04 took 5 and 50, where
-#                            some geometries in mode a never reached the slow state that longer
-#                            graphs settle into: README "Repeated worst cells")
-#   FINALIZE_FAST_BUDGET_S   seconds of runs after the build (default 300); each phase is skipped
-#                            with a line in the log when it does not fit, the sweeps stop cleanly
-#                            at --max-minutes; FINALIZE_FAST_RESUME_DIR = a copy of an earlier
-#                            $OUT continues its files
-# Time: the build (scripts/device_build.sh: 2-3 minutes on 16 cores from scratch, seconds when
-# build-device is current) plus at most FINALIZE_FAST_BUDGET_S (5 minutes by default): gpu tests
-# <= 60 s, check <= 35 s, memcheck <= 25 s, candidates <= 70 s, table and rebuild <= 40 s,
-# comparison <= 100 s, race cells <= 25 s; the exit-trigger candidates (<= 35 s) and more
-# sanitizers only where the budget leaves them time (the sweeps' --estimate: ~0.3 min each).
+# small_batch and the released kernel in the same interleaved rounds. In $OUT: finalize_fast_log.txt
+# everything printed: the gpu tests of the lean and new paths, the check summary, compute-sanitizer,
+# the tables, the summary (last) finalize_fast_check.h5       moefin check finalize: small_batch_v2,
+# its ablations and a set of geometry candidates against the reference (poisoned outputs)
+# finalize_fast_candidates.h5  the policy measurement: small_batch_v2's geometry candidates at T =
+# 1..8, H = 1024..7168, K = 6..32 (bf16), modes a and b with the entry trigger (mode b with the exit
+# trigger when it fits) small_batch_v2_table.hpp     the table tools/small_batch_v2_policy.py made
+# from it (commit it as kernels/finalize/small_batch_v2_table.hpp); moefin is rebuilt with it before
+# the comparison finalize_fast_sweep.h5       the comparison in the same interleaved rounds (7 of
+# 100 launches), modes a, b, c, hot L2, K = 6..32, bf16, the regime's default H x T:
+# $FINALIZE_FAST_VARIANTS plus each name of $FINALIZE_FAST_RELEASED this build registers (else a
+# note), with the launch floor and copy bandwidth of the run finalize_fast_race.h5        race
+# matrix cells of the chain with small_batch_v2 (all-early and seed-after, metadata before the wait,
+# delays 0 and 25 us) Variables: FINALIZE_FAST_VARIANTS   comparison list (default: small_batch,
+# small_batch_v2 and its five ablations); the registry baselines (scalar) are added by the sweep
+# FINALIZE_FAST_RELEASED   released kernels to add when registered (default fi_small_batch; comma
+# list, e.g. fi_small_batch,fi_scalar) FINALIZE_FAST_SKIP       phases to leave out, comma list of
+# tests, check, sanitize, candidates, compare, race (e.g. "compare,race" to measure the policy in
+# one call and time the rebuilt table in the next) FINALIZE_FAST_CAND_TOKENS  token counts of the
+# candidate sweep (default 1,2,3,4,5,6,7,8; 'regime' = the regime's 1,2,4..256 plus each H's last T,
+# to extend the table beyond T = 8); FINALIZE_FAST_CAND_ALSO = variants timed in the same rounds as
+# the candidates (e.g. fi_small_batch,small_batch: what the table has to beat), none by default
+# FINALIZE_FAST_CAND_MAX_S   cap of the candidate sweep in seconds (default 65)
+# FINALIZE_FAST_CAND_PRIOR   earlier candidate files the table is made from as well (space list;
+# this run's rows win where both measured a shape) FINALIZE_FAST_ROUNDS, FINALIZE_FAST_LAUNCHES  the
+# comparison's rounds and launches per graph (default 7 and 100; the runs before 2026-12-04 took 5
+# and 50, where some geometries in mode a never reached the slow state that longer graphs settle
+# into: studies/small_batch_v2_vs_released/) FINALIZE_FAST_BUDGET_S   seconds of runs after the
+# build (default 300); each phase is skipped with a line in the log when it does not fit, the sweeps
+# stop cleanly at --max-minutes; FINALIZE_FAST_RESUME_DIR = a copy of an earlier $OUT continues its
+# files Time: the build (scripts/device_build.sh: 2-3 minutes on 16 cores from scratch, seconds when
+# build-device is current) plus at most FINALIZE_FAST_BUDGET_S (5 minutes by default): gpu tests <=
+# 60 s, check <= 35 s, memcheck <= 25 s, candidates <= 70 s, table and rebuild <= 40 s, comparison
+# <= 100 s, race cells <= 25 s; the exit-trigger candidates (<= 35 s) and more sanitizers only where
+# the budget leaves them time (the sweeps' --estimate: ~0.3 min each).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 : "${OUT:?set OUT to the folder whose files come back}"
@@ -109,8 +98,9 @@ if want check && fits 35 check; then
     --routings uniform,uniform/ep2,hot --max-minutes 0.4 $(io "$check")
 fi
 
-# 2. compute-sanitizer on a small check of small_batch_v2 (shuffles, the anchor store, the
-# shared memory of the no-shuffle ablation and of the released lane layout): memcheck first, the others when the budget allows.
+# 2. compute-sanitizer on a small check of small_batch_v2 (shuffles, the anchor store, the shared
+# memory of the no-shuffle ablation and of the released lane layout): memcheck first, the others
+# when the budget allows.
 cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 tools=()
 want sanitize && tools=(memcheck racecheck synccheck initcheck)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU side of the hostile-input work (README, "Hostile input, interruption and sanitizers"), on
+# The GPU side of the hostile-input work (docs/design/robustness.md), on
 # the GPU machine from the repository root (carry: .deps). Takes about 8 minutes: the build
 # (scripts/device_build.sh, ~3 min; HARDEN_SKIP_BUILD=1 reuses build-device), at most
 # HARDEN_BUDGET_S (default 150) seconds of checks 1-3 and at most HARDEN_SANITIZE_S (default 180)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Mode b of `sweep finalize` with the producer of DESIGN.md section 5 (launched with the PDL
+# Mode b of `sweep finalize` with the producer of docs/design/experiments.md (launched with the PDL
 # attribute, waiting at entry, as GEMM2) on the GPU machine, from the repository root with .deps
 # carried: what the producer changes, then small_batch_v2's geometry candidates in mode b for its
 # policy table (mode a does not involve the producer: the table keeps the committed candidate
@@ -22,8 +22,8 @@
 # compare, candidates); PRODUCER_CAND_MODE (the candidates' mode, default b; with a the files are
 # producer_candidates_a*.h5 and no exit-trigger pass runs), PRODUCER_CAND_ROUNDS and
 # PRODUCER_CAND_LAUNCHES (default 3 and 30; mode a of the table of 2026-12-04 ran 5 x 100: graphs
-# of 30-50 launches missed a slow state some geometries settle into in longer ones, README
-# "Repeated worst cells").
+# of 30-50 launches missed a slow state some geometries settle into in longer ones,
+# studies/small_batch_v2_vs_released/).
 # Time: seconds for the prebuilt binaries (MOEFIN_PREBUILT=1 scripts/device_prepare.sh), then
 # about 3 minutes (the sweeps' --estimate lines in the log say how long each should take).
 # Then, here: tools/small_batch_v2_policy.py <the candidate files, mode a's and mode b's>

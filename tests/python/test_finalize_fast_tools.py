@@ -127,8 +127,8 @@ def test_policy_table_protects_the_worst_ratio_against_the_baseline(tmp_path):
 
 
 def test_policy_table_scores_mode_b_only_from_files_of_the_pdl_wait_producer(tmp_path):
-    # The old file's mode b (plain producer) would pick c16/l4 (a tie in a, far faster in b);
-    # it is not mode b of DESIGN.md section 5 and is ignored: mode a alone picks c8/l4 (fewer
+    # The old file's mode b (plain producer) would pick c16/l4 (a tie in a, far faster in b); it is
+    # not the mode b of docs/design/experiments.md and is ignored: mode a alone picks c8/l4 (fewer
     # threads on the tie). A pdl-wait file's mode b decides again: c32/l4.
     old = [(2048, 4, 16, "bf16", m, v, t) for v, a, b in
            [("small_batch_v2/c16/l4", 1.0, 1.0), ("small_batch_v2/c8/l4", 1.0, 3.0),

@@ -1,4 +1,5 @@
-"""The timeline `moefin simulate --timeline` writes follows the Timelines layout of data/README.md."""
+"""The timeline `moefin simulate --timeline` writes follows the Timelines layout of
+docs/reference/experiment-tables.md."""
 import h5py
 import numpy as np
 

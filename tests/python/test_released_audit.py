@@ -106,9 +106,9 @@ def test_every_tactic_is_in_one_class_of_its_facts(released):
 
 
 def expected_outcome(launches, row, classes):
-    """DESIGN.md section 3's rule on the classes' facts: a pre-wait read of routing's output is
-    ordered through the first kernel in between that waits before it triggers, every kernel
-    before that one waiting on every path; no such read when the class has none."""
+    """The ordering rule of docs/design/pdl.md on the classes' facts: a pre-wait read of routing's
+    output is ordered through the first kernel in between that waits before it triggers, every
+    kernel before that one waiting on every path; no such read when the class has none."""
     names = [la["name"] for la in launches["launches"]]
     reader = row["check"].split(" ")[0]
     buffer = row["check"].split(" ")[2]

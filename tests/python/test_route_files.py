@@ -1,5 +1,5 @@
-"""`moefin route` and `moefin reference finalize` files, checked by an independent program:
-the layout invariants of DESIGN.md section 1 re-derived with numpy, and the finalize recomputed
+"""`moefin route` and `moefin reference finalize` files, checked by an independent program: the
+layout invariants of docs/design/computation.md re-derived with numpy, and the finalize recomputed
 from the stored arrays (bitwise, in the documented fp32 order)."""
 import h5py
 import numpy as np

@@ -1,4 +1,5 @@
-"""The HDF5 schema of data/README.md, checked on a file moefin wrote, with h5py alone."""
+"""The HDF5 schema of docs/reference/result-files.md, checked on a file moefin wrote, with h5py
+alone."""
 import h5py
 import numpy as np
 

@@ -79,7 +79,7 @@ def test_info_check_fails_without_a_usable_gpu(moefin):
 
 
 def test_producer_of_mode_b_is_one_of_two_names(moefin):
-    """--producer picks mode b's producer (DESIGN.md section 5: pdl-wait, the default) or the
+    """--producer picks mode b's producer (docs/design/experiments.md: pdl-wait, the default) or the
     plain one of the files before it; anything else is a one-line usage error."""
     ok = run(moefin, "sweep", "finalize", "--estimate", "--producer", "plain", check=False)
     assert ok.returncode == 0, ok.stderr

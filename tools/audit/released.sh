@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The released MoE chain audited from its binaries (README, "The released chain"):
+# The released MoE chain audited from its binaries (docs/design/released.md):
 #   1. the pinned wheels flashinfer-python 0.7.2.post1 and flashinfer-cubin 0.6.13 (pip download
 #      --no-deps into ${MOEFIN_CACHE_DIR:-$HOME/.cache/moefin}/wheels, unpacked beside them into
 #      released/), unless FLASHINFER_PYTHON_DIR / FLASHINFER_CUBIN_DIR name unpacked copies;
@@ -20,7 +20,7 @@
 # Cost on 2 cores: compiling the released sources takes about 25 minutes of CPU time the first
 # time (the routing block file dominates; the cubins are kept in OUTDIR/cubins and reused); the
 # audit of the 1015 GEMM cubins (MOEFIN_JOBS parallel processes) and the chain runs: the
-# seconds are in released_audit.h5's attributes and README ("The released chain").
+# seconds are in released_audit.h5's attributes and docs/reference/audit-files.md.
 # Usage: tools/audit/released.sh [OUTDIR]      (MOEFIN_BUILD_DIR: the moefin build, default build)
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -5,8 +5,8 @@ package versions, tool versions and each cubin's sha256), and the chain's verdic
 (released_chain.py's classes of tactics, the verifier's verdict per class pair, the sample checked
 without the classes).
 
-A moefin result file (schema moefin-results/1, data/README.md): `moefin show FILE` lists it,
-`moefin show FILE --table released_gemm` (released_kernels, released_chain,
+A moefin result file (schema moefin-results/1, docs/reference/result-files.md): `moefin show FILE`
+lists it, `moefin show FILE --table released_gemm` (released_kernels, released_chain,
 released_chain_classes, released_chain_tactics, released_chain_sample) prints a table as CSV."""
 import argparse
 import datetime
@@ -116,8 +116,9 @@ def chain_rows(chain, sha_of_cubin):
 
 
 def write_table(f, group, description, rows):
-    """A kind "table" group (data/README.md): key, sample_offset, sample_count, then the row
-    dicts' columns in their order (int -> int64, str -> fixed string of the longest value)."""
+    """A kind "table" group (docs/reference/result-files.md): key, sample_offset, sample_count, then
+    the row dicts' columns in their order (int -> int64, str -> fixed string of the longest
+    value)."""
     cols = list(rows[0].keys())
     fields = [("key", "S160"), ("sample_offset", "<i8"), ("sample_count", "<i8")]
     for c in cols:

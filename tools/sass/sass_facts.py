@@ -13,7 +13,7 @@ writes one line per kernel:
   1st load@         position of the first global load (LDG, or a generic LD)
   gemm load@        position of the first global load at or after the wait whose address traces
                     back (backward slice in program order) to FinalizeParams::gemm_out, the
-                    kernel's first parameter: c[0x0][0x210] (DESIGN.md section 8)
+                    kernel's first parameter: c[0x0][0x210] (docs/design/released.md)
   wait->load        instructions strictly between the wait and that load
   pre-wait gemm     global loads before the wait that trace to gemm_out (0: only metadata
                     is read before the wait, as the verifier's chain says)

@@ -1,6 +1,6 @@
 #pragma once
 // The released FlashInfer finalize kernels (flashinfer-python 0.7.2.post1,
-// csrc/fused_moe/trtllm_backend/trtllm_fused_moe_dev_kernel.cu; DESIGN.md section 8) driven by
+// csrc/fused_moe/trtllm_backend/trtllm_fused_moe_dev_kernel.cu; docs/design/released.md) driven by
 // moefin's FinalizeParams. Each released kernel is launchable on its own with the geometry the
 // released host code gives it, with the PDL attribute on or off, and the released host
 // dispatcher moe::dev::finalize::run is one more entry. The released code is built from the
@@ -8,7 +8,7 @@
 // this interface still links, available() is false and run() throws.
 // Host-visible header: no CUDA and no FlashInfer includes.
 //
-// Where the released input conventions differ from moefin's (DESIGN.md section 1):
+// Where the released input conventions differ from moefin's (docs/design/computation.md):
 // - permuted indices: the same array and meaning ([T*K], row of gemm_out, -1 = not local); the
 //   released kernels skip exactly -1 (moefin's also skip indices past the GEMM output).
 // - hidden / hidden_padded: the same (output row length / gemm_out row stride).

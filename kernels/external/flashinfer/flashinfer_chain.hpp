@@ -5,25 +5,24 @@
 // on its own with the released geometry and the PDL attribute on or off. Host-visible header:
 // no CUDA and no FlashInfer includes; without the released build every call throws.
 //
-// What the released kernels produce and consume, against moefin's layout (DESIGN.md section 1,
-// core/layout.hpp); the moefin field each released one maps to:
-// - routing (scores [T, E] fp32 -> routingCustom::Data): expanded_to_permuted
-//   (mPtrExpandedIdxToPermutedIdx, -1 for experts outside the local range), permuted_to_token
-//   (mPtrPermutedIdxToTokenIdx, -1 on padding rows of written tiles), permuted_to_expanded
-//   (mPtrPermutedIdxToExpandedIdx; padding rows NOT written), cta_to_expert
-//   (mPtrCtaIdxXyToBatchIdx, local expert of each tile; tiles past the end NOT written),
-//   total_padded_rows (mPtrPermutedIdxSize), expert_weights (mPtrTopKWeights, bf16 or fp32).
-//   Rows are grouped by local expert ascending and by token inside a group, each group padded to
-//   a multiple of `tile` (mTileTokensDim), as in moefin. The released kernels also write the
-//   per-tile row limit and the tile count (RoutingExtras), which moefin has no field for, and do
-//   not write expert_ids, expert_counts or expert_offsets (left untouched).
-// - permute: out[expanded_to_permuted[t*K+k], :] = in[t, :] for every k, with no test for -1: it
-//   needs every expert local (a dropped expert would be written one row before `permuted`), and
-//   it leaves padding rows unwritten (moefin's permute writes zeros there).
-// - activation (SwiGLU only; the released ReLU^2 lives in the trtllm-gen GEMM1 epilogue):
-//   out[r, j] = silu(in[r, inter + j]) * in[r, j], i.e. the gate in the SECOND half of each row,
-//   where moefin's GEMM1 writes it in the first; rows reached through expanded_to_permuted only
-//   (padding rows unwritten).
+// What the released kernels produce and consume, against moefin's layout
+// (docs/design/computation.md, core/layout.hpp); the moefin field each released one maps to: -
+// routing (scores [T, E] fp32 -> routingCustom::Data): expanded_to_permuted
+// (mPtrExpandedIdxToPermutedIdx, -1 for experts outside the local range), permuted_to_token
+// (mPtrPermutedIdxToTokenIdx, -1 on padding rows of written tiles), permuted_to_expanded
+// (mPtrPermutedIdxToExpandedIdx; padding rows NOT written), cta_to_expert (mPtrCtaIdxXyToBatchIdx,
+// local expert of each tile; tiles past the end NOT written), total_padded_rows
+// (mPtrPermutedIdxSize), expert_weights (mPtrTopKWeights, bf16 or fp32). Rows are grouped by local
+// expert ascending and by token inside a group, each group padded to a multiple of `tile`
+// (mTileTokensDim), as in moefin. The released kernels also write the per-tile row limit and the
+// tile count (RoutingExtras), which moefin has no field for, and do not write expert_ids,
+// expert_counts or expert_offsets (left untouched). - permute: out[expanded_to_permuted[t*K+k], :]
+// = in[t, :] for every k, with no test for -1: it needs every expert local (a dropped expert would
+// be written one row before `permuted`), and it leaves padding rows unwritten (moefin's permute
+// writes zeros there). - activation (SwiGLU only; the released ReLU^2 lives in the trtllm-gen GEMM1
+// epilogue): out[r, j] = silu(in[r, inter + j]) * in[r, j], i.e. the gate in the SECOND half of
+// each row, where moefin's GEMM1 writes it in the first; rows reached through expanded_to_permuted
+// only (padding rows unwritten).
 
 #include "core/ops/activation_params.hpp"
 #include "kernels/finalize/finalize.hpp"

@@ -11,7 +11,7 @@
 
 namespace moefin::external::flashinfer {
 
-/// Field by field (DESIGN.md section 1 -> DevKernel.h): gemm_out -> inPtr (bf16, mDtypeElt),
+/// Field by field (docs/design/computation.md -> DevKernel.h): gemm_out -> inPtr (bf16, mDtypeElt),
 /// expert_weights -> expertWeightsPtr (mDtypeExpW bf16/fp32; nullptr for weights none),
 /// expanded_to_permuted -> expandedIdxToPermutedIdx, out -> outPtr, num_tokens / top_k / hidden /
 /// hidden_padded -> numTokens / topK / hiddenDim / hiddenDimPadded; inPtr2 (a second GEMM

@@ -1,8 +1,7 @@
-// Host half of the adapter: the geometry each released finalize kernel gets from the released
-// host code (moe::dev::finalize::run in trtllm_fused_moe_dev_kernel.cu; DESIGN.md section 8) and
-// the shapes the released kernels cannot run. Written from the released source's launch
-// arithmetic, not copied; no CUDA and no FlashInfer headers, so it builds and is tested
-// everywhere.
+// Host half of the adapter: the geometry each released finalize kernel gets from the released host
+// code (moe::dev::finalize::run in trtllm_fused_moe_dev_kernel.cu; docs/design/released.md) and the
+// shapes the released kernels cannot run. Written from the released source's launch arithmetic, not
+// copied; no CUDA and no FlashInfer headers, so it builds and is tested everywhere.
 
 #include "kernels/external/flashinfer/flashinfer.hpp"
 #include "kernels/external/flashinfer/flashinfer_chain.hpp"
